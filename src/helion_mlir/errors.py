@@ -1,0 +1,133 @@
+"""Error types raised by helion_mlir.
+
+Every failure the tool can diagnose is a :class:`HelionMLIRError`. Errors about a
+specific device-IR node name the node, its target and the kernel source line, so a
+user can go straight to the Python that produced it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "HelionMLIRError",
+    "NodeNormalizationError",
+    "UnsupportedNodeError",
+    "MLIRSyntaxError",
+    "MLIRVerificationError",
+    "describe_target",
+    "node_source_location",
+]
+
+
+def describe_target(target: Any) -> str:
+    """A readable name for an FX node target (``aten.add.Tensor``, ``helion.load``)."""
+    if isinstance(target, str):
+        return target
+    name = getattr(target, "__name__", None)
+    module = getattr(target, "__module__", None) or ""
+    # OpOverloads print as aten.add.Tensor; keep that form.
+    if type(target).__name__ in {"OpOverload", "OpOverloadPacket", "HigherOrderOperator"}:
+        return str(target)
+    if name is None:
+        return repr(target)
+    if module.startswith("helion"):
+        return f"{module.rsplit('.', 1)[-1]}.{name}"
+    if module in {"_operator", "operator"}:
+        return f"operator.{name}"
+    return f"{module}.{name}" if module else name
+
+
+def node_source_location(node: Any) -> str | None:
+    """``file:line`` of the kernel source that produced an FX node, when Helion recorded it."""
+    meta = getattr(node, "meta", None) or {}
+    loc = meta.get("location")
+    filename = getattr(loc, "filename", None)
+    lineno = getattr(loc, "lineno", None)
+    if filename and lineno:
+        return f"{filename}:{lineno}"
+    trace = meta.get("stack_trace")
+    if isinstance(trace, str):
+        # Last 'File "...", line N' entry is the innermost frame: the kernel line.
+        frames = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ")]
+        if frames:
+            parts = frames[-1].split('"')
+            if len(parts) >= 3:
+                line = parts[2].split("line", 1)[-1].split(",", 1)[0].strip()
+                return f"{parts[1]}:{line}"
+    return None
+
+
+class HelionMLIRError(Exception):
+    """Base class of every error helion_mlir raises on purpose."""
+
+
+class _NodeError(HelionMLIRError):
+    """An error tied to one FX node; the message always names the node, target and source line."""
+
+    def __init__(self, node: Any, reason: str, *, hint: str | None = None) -> None:
+        self.node_name: str = getattr(node, "name", str(node))
+        self.target: str = describe_target(getattr(node, "target", None))
+        self.source_location: str | None = node_source_location(node)
+        self.reason = reason
+        where = f" at {self.source_location}" if self.source_location else ""
+        message = f"node '{self.node_name}' ({self.target}){where}: {reason}"
+        if hint:
+            message += f"\n  hint: {hint}"
+        super().__init__(message)
+
+
+class NodeNormalizationError(_NodeError):
+    """A node's metadata cannot be turned into something torch-mlir can import."""
+
+
+class UnsupportedNodeError(_NodeError):
+    """A node the tool (or torch-mlir, for the requested output type) cannot lower."""
+
+    def __init__(
+        self,
+        node: Any,
+        reason: str,
+        *,
+        output_type: str | None = None,
+        diagnostics: Sequence[str] = (),
+        hint: str | None = None,
+    ) -> None:
+        self.output_type = output_type
+        self.diagnostics: tuple[str, ...] = tuple(diagnostics)
+        full = reason
+        if output_type is not None:
+            full += f" (output type '{output_type}')"
+        if self.diagnostics:
+            full += "\n  torch-mlir diagnostics:\n" + "\n".join(
+                "    " + line for d in self.diagnostics for line in d.splitlines()
+            )
+        super().__init__(node, full, hint=hint)
+
+
+class MLIRSyntaxError(HelionMLIRError):
+    """MLIR text that the tool's own lexer or inliner cannot make sense of."""
+
+    def __init__(self, message: str, *, text: str | None = None, offset: int | None = None) -> None:
+        self.text = text
+        self.offset = offset
+        if text is not None and offset is not None:
+            line = text.count("\n", 0, offset) + 1
+            col = offset - (text.rfind("\n", 0, offset) + 1) + 1
+            snippet = text.splitlines()[line - 1] if text.splitlines() else ""
+            message = f"{message} (line {line}, column {col}): {snippet.strip()}"
+        super().__init__(message)
+
+
+class MLIRVerificationError(HelionMLIRError):
+    """Emitted MLIR that does not parse or verify with torch-mlir's bundled MLIR."""
+
+    def __init__(self, what: str, diagnostics: Sequence[str], text: str) -> None:
+        self.diagnostics: tuple[str, ...] = tuple(diagnostics)
+        self.text = text
+        details = "\n".join("  " + line for d in self.diagnostics for line in d.splitlines())
+        super().__init__(
+            f"{what} does not verify:\n{details}\n"
+            "  hint: this is a helion_mlir bug; please report it with the kernel and this message."
+        )

@@ -1,0 +1,82 @@
+"""The one MLIR context of the process, and diagnostics capture.
+
+Creating an MLIR context and registering the torch and stablehlo dialects costs a few
+milliseconds, and IR from two contexts must never be mixed, so the whole package shares
+one context. MLIR contexts are not safe to use from several threads at once: every use
+goes through :func:`mlir_session`, which holds a process-wide re-entrant lock.
+
+MLIR reports problems as diagnostics on the C++ side (they would otherwise go to the
+process's stderr and be lost to the caller); a session collects them so that errors
+raised by the package can quote them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from torch_mlir import ir
+
+__all__ = ["shared_context", "mlir_session", "format_diagnostic"]
+
+log = logging.getLogger(__name__)
+
+_LOCK = threading.RLock()
+_CONTEXT: ir.Context | None = None
+# Diagnostics of the innermost open session; sessions nest (the lock is re-entrant).
+_COLLECTORS: list[list[str]] = []
+
+
+def format_diagnostic(diag: Any) -> str:
+    """Render an MLIR diagnostic (or DiagnosticInfo) with its location and notes."""
+    severity = str(getattr(diag, "severity", "error")).rsplit(".", 1)[-1].lower()
+    text = f"{severity}: {diag.location}: {diag.message}"
+    for note in getattr(diag, "notes", ()) or ():
+        text += f"\n  note: {note.location}: {note.message}"
+    return text
+
+
+def _collect(diag: Any) -> bool:
+    if _COLLECTORS:
+        _COLLECTORS[-1].append(format_diagnostic(diag))
+    else:
+        log.debug("MLIR diagnostic outside a session: %s", format_diagnostic(diag))
+    return True  # handled: do not print to stderr
+
+
+def shared_context() -> ir.Context:
+    """The process-wide context with every upstream dialect plus torch and stablehlo."""
+    global _CONTEXT
+    with _LOCK:
+        if _CONTEXT is None:
+            import torch_mlir.dialects.torch as torch_dialect  # registers torch passes too
+            from torch_mlir._mlir_libs import _stablehlo
+
+            ctx = ir.Context()
+            torch_dialect.register_dialect(ctx)
+            _stablehlo.register_dialect(ctx)
+            ctx.allow_unregistered_dialects = False
+            ctx.attach_diagnostic_handler(_collect)
+            _CONTEXT = ctx
+            log.debug("created the shared MLIR context")
+        return _CONTEXT
+
+
+@contextmanager
+def mlir_session() -> Iterator[tuple[ir.Context, list[str]]]:
+    """Hold the context lock, enter the shared context and collect diagnostics.
+
+    Yields the context and the list that receives the session's diagnostics as text.
+    """
+    ctx = shared_context()
+    with _LOCK:
+        diagnostics: list[str] = []
+        _COLLECTORS.append(diagnostics)
+        try:
+            with ctx:
+                yield ctx, diagnostics
+        finally:
+            _COLLECTORS.pop()
