@@ -1,21 +1,55 @@
-"""helion_mlir: lower Helion kernels to verified MLIR and run them on CPU."""
+"""helion_mlir: lower Helion kernels to verified MLIR and run them on CPU.
 
-from .errors import (
+Importing the package also prepares Helion so that kernels bound afterwards keep the
+information the lowering needs (see :mod:`helion_mlir.helion_compat`): import
+``helion_mlir`` before calling ``kernel.bind``.
+"""
+
+from .helion_compat import install as _install_helion_compat
+
+_install_helion_compat()
+
+from .batch import BatchReport, KernelCase, KernelResult, check_kernels  # noqa: E402
+from .builder import MLIRBuilder  # noqa: E402
+from .errors import (  # noqa: E402
+    ArgumentError,
+    ExecutionError,
     HelionMLIRError,
     MLIRSyntaxError,
     MLIRVerificationError,
     NodeNormalizationError,
     UnsupportedNodeError,
 )
-from .output_type import OutputType
-from .verify import verify_module_text
+from .execute import CompiledFunction, compile_module  # noqa: E402
+from .generate import generate_mlir  # noqa: E402
+from .inline import inline_torch_mlir_output  # noqa: E402
+from .normalize import node_inputs, normalize_helion_node, synthesize_tensor_meta  # noqa: E402
+from .output_type import OutputType  # noqa: E402
+from .torch_import import TorchMLIRNodeImporter, import_aten_node_to_mlir  # noqa: E402
+from .verify import verify_module_text  # noqa: E402
 
 __all__ = [
+    "ArgumentError",
+    "BatchReport",
+    "CompiledFunction",
+    "ExecutionError",
     "HelionMLIRError",
+    "KernelCase",
+    "KernelResult",
+    "MLIRBuilder",
     "MLIRSyntaxError",
     "MLIRVerificationError",
     "NodeNormalizationError",
     "OutputType",
+    "TorchMLIRNodeImporter",
     "UnsupportedNodeError",
+    "check_kernels",
+    "compile_module",
+    "generate_mlir",
+    "import_aten_node_to_mlir",
+    "inline_torch_mlir_output",
+    "node_inputs",
+    "normalize_helion_node",
+    "synthesize_tensor_meta",
     "verify_module_text",
 ]

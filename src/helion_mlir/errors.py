@@ -18,6 +18,8 @@ __all__ = [
     "MLIRVerificationError",
     "describe_target",
     "node_source_location",
+    "ExecutionError",
+    "ArgumentError",
 ]
 
 
@@ -96,6 +98,7 @@ class UnsupportedNodeError(_NodeError):
     ) -> None:
         self.output_type = output_type
         self.diagnostics: tuple[str, ...] = tuple(diagnostics)
+        self.summary = reason
         full = reason
         if output_type is not None:
             full += f" (output type '{output_type}')"
@@ -131,3 +134,42 @@ class MLIRVerificationError(HelionMLIRError):
             f"{what} does not verify:\n{details}\n"
             "  hint: this is a helion_mlir bug; please report it with the kernel and this message."
         )
+
+
+class ExecutionError(HelionMLIRError):
+    """An MLIR module that cannot be lowered to LLVM, JIT-compiled or run on CPU.
+
+    ``pass_name`` names the pass (or pipeline step) that failed, when one did;
+    ``diagnostics`` holds the MLIR diagnostics it reported.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        func_name: str | None = None,
+        output_type: str | None = None,
+        pass_name: str | None = None,
+        diagnostics: Sequence[str] = (),
+    ) -> None:
+        self.func_name = func_name
+        self.output_type = output_type
+        self.pass_name = pass_name
+        self.diagnostics: tuple[str, ...] = tuple(diagnostics)
+        where = []
+        if func_name is not None:
+            where.append(f"@{func_name}")
+        if output_type is not None:
+            where.append(f"output type '{output_type}'")
+        if pass_name is not None:
+            where.append(f"pass '{pass_name}'")
+        full = f"{' '.join(where)}: {message}" if where else message
+        if self.diagnostics:
+            full += "\n  MLIR diagnostics:\n" + "\n".join(
+                "    " + line for d in self.diagnostics for line in d.splitlines()
+            )
+        super().__init__(full)
+
+
+class ArgumentError(HelionMLIRError):
+    """Arguments that do not match the signature of the compiled function they are passed to."""

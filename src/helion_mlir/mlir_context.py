@@ -60,9 +60,26 @@ def shared_context() -> ir.Context:
             _stablehlo.register_dialect(ctx)
             ctx.allow_unregistered_dialects = False
             ctx.attach_diagnostic_handler(_collect)
+            _load_pass_created_dialects(ctx)
             _CONTEXT = ctx
             log.debug("created the shared MLIR context")
         return _CONTEXT
+
+
+def _load_pass_created_dialects(ctx: ir.Context) -> None:
+    """Load ``tm_tensor`` and ``chlo``, which torch-mlir's pipelines emit but do not register.
+
+    They are loaded only as dependencies of the passes that create their ops; running
+    those passes once on an empty module makes text holding such ops parse in a fresh
+    process (0.3 ms).
+    """
+    from torch_mlir import passmanager
+
+    with ctx:
+        for pipeline in ("convert-torch-to-tmtensor", "convert-torch-to-stablehlo"):
+            passmanager.PassManager.parse(f"builtin.module(func.func({pipeline}))").run(
+                ir.Module.parse("").operation
+            )
 
 
 @contextmanager

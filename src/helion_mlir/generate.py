@@ -1,0 +1,156 @@
+"""``generate_mlir``: one Helion kernel to one verified MLIR module.
+
+The emitted module holds one public ``func.func`` named after the kernel, in
+destination-passing style with tensor value semantics (docs/abi.md): arguments are the
+kernel's tensors, its scalars, then the other host tensors the device code uses; the
+results are the final values of every tensor the device code writes. Each top-level
+tile loop becomes an ``scf.for`` nest over tiles (phases in order), and each device-IR
+node is lowered by its registered rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import sympy
+import torch
+
+from .builder import MLIRBuilder
+from .errors import HelionMLIRError
+from .ir_values import Scalar, Tensor, Tile
+from .kernel_model import KernelModel
+from .lowerings.control_flow import emit_tile_loops
+from .output_type import OutputType
+from .torch_import import TorchMLIRNodeImporter
+from .verify import verify_module_text
+from .visitor import IRVisitor
+
+__all__ = ["generate_mlir", "bind_kernel"]
+
+log = logging.getLogger(__name__)
+
+
+def bind_kernel(kernel: Any, args: tuple[Any, ...] | None = None) -> Any:
+    """A bound kernel from either a bound kernel or a ``helion.Kernel`` plus example args."""
+    if hasattr(kernel, "host_function") and hasattr(kernel, "env"):
+        if args is not None:
+            raise HelionMLIRError("pass example args only with an unbound helion.Kernel")
+        return kernel
+    if hasattr(kernel, "bind"):
+        if args is None:
+            raise HelionMLIRError("an unbound helion.Kernel needs example args: generate_mlir(kernel, args)")
+        return kernel.bind(tuple(args))
+    raise HelionMLIRError(f"expected a helion.Kernel or a BoundKernel, got {type(kernel).__name__}")
+
+
+def generate_mlir(
+    bound_kernel: Any,
+    args: tuple[Any, ...] | None = None,
+    *,
+    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    config: Any = None,
+) -> str:
+    """Lower a Helion kernel to the text of one verified MLIR module.
+
+    ``bound_kernel`` is what ``kernel.bind(args)`` returns (or a ``helion.Kernel`` with
+    ``args``). ATen ops are lowered to ``output_type``; the config's block sizes give the
+    static tile shapes (``config`` overrides the kernel's own config).
+    """
+    started = time.perf_counter()
+    model, text = emit_unverified(bound_kernel, args, output_type=output_type, config=config)
+    verify_module_text(text, what=f"module emitted for kernel '{model.name}'")
+    log.info("emitted kernel %s (%s) in %.1f ms", model.name, OutputType.parse(output_type).value,
+             (time.perf_counter() - started) * 1e3)
+    return text
+
+
+def emit_unverified(
+    bound_kernel: Any,
+    args: tuple[Any, ...] | None = None,
+    *,
+    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    config: Any = None,
+) -> tuple[KernelModel, str]:
+    """The emission step of :func:`generate_mlir` without verification (for batch reports,
+    which tell emission failures from verification failures). Never return its text to users."""
+    output_type = OutputType.parse(output_type)
+    bound = bind_kernel(bound_kernel, args)
+    model = KernelModel(bound, config)
+    builder = MLIRBuilder()
+    visitor = IRVisitor(model, builder, TorchMLIRNodeImporter(output_type))
+    with model.helion_env():
+        _emit_function(visitor)
+    return model, builder.render()
+
+
+def _emit_function(v: IRVisitor) -> None:
+    model, ops = v.model, v.ops
+    arg_decls = []
+    v.function_arg_values = {}
+    for arg in model.args:
+        ssa = "%" + arg.name
+        v.builder.reserve(ssa)
+        arg_decls.append(f"{ssa}: {arg.mlir_type}")
+        if arg.kind == "tensor":
+            value = Tensor(ssa, arg.shape, arg.dtype)
+            v.state[arg.name] = value
+            v.function_arg_values[arg.name] = value
+        else:
+            v.function_arg_values[arg.name] = Scalar(ssa, arg.mlir_type)
+    result_types = [model.arg(name).mlir_type for name in model.results]
+    ops.location = _kernel_location(model)
+    signature = f"func.func @{model.name}({', '.join(arg_decls)}) -> ({', '.join(result_types)})"
+    with ops.region(signature + " {"):
+        _bind_function_symbols(v)
+        for block_id, (size, numel) in model.persistent_reductions.items():
+            extent = v.eval_symbolic(numel)
+            v.tiles[block_id] = Tile(block_id, 0, size, extent)
+        for root in model.root_loops:
+            _emit_root(v, root)
+        results = [v.state[name] for name in model.results]
+        ops.op(f"return {', '.join(r.ssa for r in results)} : {', '.join(result_types)}" if results else "return")
+
+
+def _bind_function_symbols(v: IRVisitor) -> None:
+    """Give every size and scalar symbol of the signature its value at function entry, so
+    that uses inside loops refer to values that dominate them."""
+    for arg in v.model.args:
+        value = v.function_arg_values[arg.name]
+        if arg.kind == "scalar":
+            if isinstance(arg.fake, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                expr = arg.fake.node.expr
+                if isinstance(expr, sympy.Symbol):
+                    v.symbols.setdefault(expr, value)
+            continue
+        for axis, size in enumerate(arg.fake.shape):
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                if size.node.expr not in v.symbols:
+                    v.symbols[size.node.expr] = v.ops.dim(value, axis)
+
+
+def _emit_root(v: IRVisitor, root: Any) -> None:
+    written = v.model.writes.get(root.graph_id, [])
+    begins = [v.eval_symbolic(d.begin) for d in root.dims]
+    ends = [v.eval_symbolic(d.end) for d in root.dims]
+
+    def body(current: list[Any]) -> list[Any]:
+        for name, value in zip(written, current):
+            v.state[name] = value
+        v.run_graph(root.graph_id)
+        return [v.state[name] for name in written]
+
+    finals = emit_tile_loops(v, [d.block_id for d in root.dims], begins, ends, [None] * len(root.dims),
+                             [v.state[name] for name in written], body)
+    for name, value in zip(written, finals):
+        v.state[name] = value
+
+
+def _kernel_location(model: KernelModel) -> str | None:
+    fn = getattr(model.bound.kernel, "fn", None)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    filename = code.co_filename.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{filename}":{code.co_firstlineno}:1'

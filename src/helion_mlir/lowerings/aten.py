@@ -1,0 +1,233 @@
+"""ATen and prims ops: lowered per node through torch-mlir, then inlined.
+
+Tile-shaped inputs are passed with their static tile shapes (from the config), so
+torch-mlir sees static shapes and the per-node cache is shared by every node with the
+same signature. Compile-time-known scalars are baked into the node as literals;
+runtime scalars become scalar operands.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from ..errors import HelionMLIRError, UnsupportedNodeError
+from ..helion_compat import original_args
+from ..inline import inline_torch_mlir_output
+from ..ir_values import HostRef, Scalar, Tensor
+from ..normalize import node_inputs
+from ..output_type import OutputType
+
+if TYPE_CHECKING:
+    from ..visitor import IRVisitor
+
+__all__ = ["is_aten_op", "lower_aten_op", "import_and_inline"]
+
+
+def is_aten_op(target: Any) -> bool:
+    """ATen and prims overloads go through torch-mlir."""
+    return isinstance(target, torch._ops.OpOverload) and target.namespace in ("aten", "prims")
+
+
+def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
+    recorded = original_args(node)
+    if recorded is None or (recorded[1] == node.args and recorded[2] == dict(node.kwargs)):
+        return _checked(v, node, import_and_inline(v, node, _input_values(v, node)))
+    # Helion rewrote the node's arguments for its own code generators: import a twin
+    # that has the arguments as traced.
+    with node.graph.inserting_after(node):
+        twin = node.graph.call_function(node.target, tuple(recorded[1]), dict(recorded[2]))
+    twin.meta = {k: val for k, val in node.meta.items() if k != "lowering"}
+    try:
+        return _checked(v, node, import_and_inline(v, twin, _input_values(v, twin)))
+    except UnsupportedNodeError as err:  # name the node the user's graph has
+        raise UnsupportedNodeError(node, err.summary, output_type=err.output_type, diagnostics=err.diagnostics) from None
+    finally:
+        node.graph.erase_node(twin)
+
+
+def _input_values(v: "IRVisitor", node: fx.Node) -> list[Any]:
+    """The values of ``node``'s inputs; a reduction over ragged tile dims gets only the
+    in-bounds lanes (exact for every reduction, mean and variance included)."""
+    inputs = node_inputs(node)
+    values = [v.value(n) for n in inputs]
+    reduced = reduced_dims(node)
+    if reduced is None or not inputs or node.args[0] is not inputs[0]:
+        return values
+    source = v.tensor(inputs[0])
+    meta = inputs[0].meta.get("val")
+    if not isinstance(meta, torch.Tensor) or meta.dim() != source.rank:
+        return values
+    dims = range(source.rank) if reduced == "all" else [d % max(source.rank, 1) for d in reduced]
+    extents: list[Any] = []
+    clipped = False
+    for d in range(source.rank):
+        block_id = v.model.block_id_of(meta.shape[d])
+        tile = v.tiles.get(block_id) if block_id is not None else None
+        if d in dims and tile is not None and tile.ragged and source.shape[d] == tile.size:
+            extents.append(tile.extent)
+            clipped = True
+        else:
+            extents.append(source.shape[d] if source.shape[d] is not None else v.ops.dim(source, d))
+    if clipped:
+        values[0] = v.ops.slice_prefix(source, extents)
+    return values
+
+
+def reduced_dims(node: fx.Node) -> list[int] | str | None:
+    """The dims a reduction op reduces ("all" for every dim), or None if it is not one."""
+    spec = _REDUCTIONS.get(node.target)
+    if spec is None:
+        return None
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if spec == "all" or dims is None or dims == []:
+        return "all"
+    return [int(d) for d in dims] if isinstance(dims, (list, tuple)) else [int(dims)]
+
+
+_aten = torch.ops.aten
+_REDUCTIONS: dict[Any, str] = {
+    op: "dims"
+    for op in (
+        _aten.sum.dim_IntList, _aten.mean.dim, _aten.amax.default, _aten.amin.default, _aten.max.dim,
+        _aten.min.dim, _aten.argmax.default, _aten.argmin.default, _aten.var.correction,
+        _aten.var_mean.correction, _aten.std.correction, _aten.prod.dim_int, _aten._softmax.default,
+        _aten._log_softmax.default, _aten.logsumexp.default, _aten.any.dim, _aten.all.dim,
+    )
+} | {op: "all" for op in (_aten.sum.default, _aten.mean.default, _aten.max.default, _aten.min.default, _aten.prod.default)}
+
+
+def _checked(v: "IRVisitor", node: fx.Node, result: Any) -> Any:
+    """Cast a result to the dtype the node's meta records (in-place ops keep their input dtype)."""
+    meta = node.meta.get("val")
+    if isinstance(result, Tensor) and isinstance(meta, torch.Tensor) and meta.dtype != result.dtype:
+        return v.ops.cast(result, meta.dtype)
+    return result
+
+
+def import_and_inline(v: "IRVisitor", node: fx.Node, input_values: list[Any]) -> Any:
+    """Import ``node`` with the given input values and inline it; returns its result value(s).
+
+    ``input_values`` follows :func:`node_inputs` order: Tensors and Scalars become operands,
+    Python numbers are baked into the node.
+    """
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
+    import_inputs: list[Any] = []
+    operands: list[str] = []
+    fake_args: list[Any] = []
+    for source, value in zip(node_inputs(node), input_values):
+        if isinstance(value, HostRef):
+            value = v.state[value.name]
+        if isinstance(value, Tensor):
+            with mode:
+                sizes = [d if d is not None else shape_env.create_unbacked_symint() for d in value.shape]
+                fake = torch.empty(sizes, dtype=value.dtype)
+            import_inputs.append(fake)
+            fake_args.append(fake)
+            operands.append(value.ssa)
+        elif isinstance(value, Scalar):
+            val = source.meta.get("val")
+            kind = _scalar_kind(val, value)
+            import_inputs.append(val if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else kind(1))
+            fake_args.append(kind(1))
+            operands.append(v.ops.convert(value, {bool: "i1", int: "i64", float: "f64"}[kind]).ssa)
+        elif isinstance(value, (bool, int, float)):
+            import_inputs.append(value)
+            fake_args.append(value)
+        else:
+            raise HelionMLIRError(f"input '{source.name}' has a value torch-mlir cannot take: {value!r}")
+    result_meta = _fake_result(node, fake_args, mode)
+    text = v.importer.import_node(node, import_inputs)
+    raw = v.importer.output_type is OutputType.RAW
+    if raw:
+        operands = [_to_torch(v, operand, value) for operand, value in zip(operands, _operand_values(v, input_values))]
+    names = inline_torch_mlir_output(text, operands, v.builder, location=v.ops.location)
+    result = _bind_results(names, result_meta)
+    if raw:
+        result = tuple(_from_torch(v, r) for r in result) if isinstance(result, tuple) else _from_torch(v, result)
+    return result
+
+
+def _operand_values(v: "IRVisitor", input_values: list[Any]) -> list[Any]:
+    resolved = [v.state[x.name] if isinstance(x, HostRef) else x for x in input_values]
+    return [x for x in resolved if isinstance(x, (Tensor, Scalar))]
+
+
+_TORCH_ELEMENT = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int64: "si64", torch.int32: "si32", torch.int16: "si16", torch.int8: "si8",
+    torch.uint8: "ui8", torch.bool: "i1",
+}
+_TORCH_SCALAR = {"i64": ("!torch.int", "i64"), "f64": ("!torch.float", "f64"), "i1": ("!torch.bool", "i1")}
+
+
+def vtensor_type(value: Tensor) -> str:
+    """The torch dialect's value-tensor type of a builtin tensor value."""
+    dims = ",".join("?" if d is None else str(d) for d in value.shape)
+    return f"!torch.vtensor<[{dims}],{_TORCH_ELEMENT[value.dtype]}>"
+
+
+def _to_torch(v: "IRVisitor", ssa: str, value: Any) -> str:
+    """Raw output: torch-dialect functions take torch types; convert a builtin operand."""
+    out = v.ops.fresh("tt")
+    if isinstance(value, Tensor):
+        v.ops.op(f"{out} = torch_c.from_builtin_tensor {ssa} : {value.type} -> {vtensor_type(value)}")
+        return out
+    kind = {bool: "i1", int: "i64", float: "f64"}[_scalar_kind(None, value)]
+    v.ops.op(f"{out} = torch_c.from_{kind} {ssa}")
+    return out
+
+
+def _from_torch(v: "IRVisitor", value: Any) -> Any:
+    if not isinstance(value, Tensor):
+        return value
+    out = v.ops.fresh("bt")
+    v.ops.op(f"{out} = torch_c.to_builtin_tensor {value.ssa} : {vtensor_type(value)} -> {value.type}")
+    return Tensor(out, value.shape, value.dtype)
+
+
+def _scalar_kind(val: Any, value: Scalar) -> type:
+    if isinstance(val, torch.SymBool) or value.type == "i1":
+        return bool
+    if isinstance(val, torch.SymFloat) or value.type in ("f64", "f32", "f16", "bf16"):
+        return float
+    return int
+
+
+def _fake_result(node: fx.Node, fake_args: list[Any], mode: FakeTensorMode) -> Any:
+    """Run the op on fake inputs to learn its result shapes and dtypes."""
+    args_iter = iter(fake_args)
+    inputs = node_inputs(node)
+    substitutes = {n: next(args_iter) for n in inputs}
+
+    def sub(a: Any) -> Any:
+        if isinstance(a, fx.Node):
+            return substitutes[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(sub(x) for x in a)
+        return a
+
+    with mode:
+        return node.target(*sub(node.args), **{k: sub(x) for k, x in node.kwargs.items()})
+
+
+def _bind_results(names: list[str], meta: Any) -> Any:
+    if isinstance(meta, (tuple, list)):
+        if len(names) != len(meta):
+            raise HelionMLIRError(f"torch-mlir returned {len(names)} results, expected {len(meta)}")
+        return tuple(_as_value(n, m) for n, m in zip(names, meta))
+    if len(names) != 1:
+        raise HelionMLIRError(f"torch-mlir returned {len(names)} results, expected 1")
+    return _as_value(names[0], meta)
+
+
+def _as_value(name: str, meta: Any) -> Any:
+    if isinstance(meta, torch.Tensor):
+        shape = tuple(int(d) if isinstance(d, int) else None for d in meta.shape)
+        return Tensor(name, shape, meta.dtype)
+    raise HelionMLIRError(f"unexpected non-tensor result {meta!r}")

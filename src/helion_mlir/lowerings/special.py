@@ -1,0 +1,64 @@
+"""Helion helper ops with a fixed meaning, and the targets the tool rejects on purpose."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import torch
+from torch import fx
+from helion.language import device_print
+from helion.language import _gelu_tanh_approx, _tracing_ops, inline_asm_ops, inline_triton_ops
+
+from ..errors import UnsupportedNodeError
+from ..lowering_registry import register_lowering
+from .aten import import_and_inline
+
+if TYPE_CHECKING:
+    from ..visitor import IRVisitor
+
+
+def _as_aten(v: "IRVisitor", node: fx.Node, target: Any, extra_args: tuple[Any, ...]) -> Any:
+    """Lower ``node`` as the ATen op ``target`` on the same tensor input."""
+    with node.graph.inserting_after(node):
+        twin = node.graph.call_function(target, (node.args[0], *extra_args))
+    twin.meta = dict(node.meta)
+    try:
+        return import_and_inline(v, twin, [v.value(node.args[0])])
+    finally:
+        node.graph.erase_node(twin)
+
+
+@register_lowering(_gelu_tanh_approx._gelu_erf)
+def lower_gelu_erf(v: "IRVisitor", node: fx.Node) -> Any:
+    return _as_aten(v, node, torch.ops.aten.gelu.default, ())
+
+
+@register_lowering(_gelu_tanh_approx._gelu_tanh_approx)
+def lower_gelu_tanh(v: "IRVisitor", node: fx.Node) -> Any:
+    return _as_aten(v, node, torch.ops.aten.gelu.default, ("tanh",))
+
+
+@register_lowering(_tracing_ops._inductor_lowering_extra)
+def lower_inductor_lowering_extra(v: "IRVisitor", node: fx.Node) -> Any:
+    """A marker for intermediate buffers of a multi-buffer lowering: its value is its input's."""
+    args = node.args[0]
+    return v.value(args[0] if isinstance(args, (list, tuple)) else args)
+
+
+def _reject(reason: str, hint: str) -> Any:
+    def rule(v: "IRVisitor", node: fx.Node) -> NoReturn:
+        raise UnsupportedNodeError(node, reason, hint=hint)
+
+    return rule
+
+
+register_lowering(inline_asm_ops.inline_asm_elementwise)(
+    _reject("inline assembly is specific to a GPU back end and has no MLIR equivalent",
+            "express the operation with torch ops inside the kernel")
+)
+register_lowering(inline_triton_ops.inline_triton)(
+    _reject("inline Triton source cannot be lowered to MLIR", "express the operation with torch ops inside the kernel")
+)
+register_lowering(device_print)(
+    _reject("device_print has no MLIR lowering", "remove the device_print call, or use Helion's ref mode to debug")
+)

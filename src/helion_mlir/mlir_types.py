@@ -1,0 +1,94 @@
+"""Spelling torch dtypes and shapes as MLIR types."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from .errors import HelionMLIRError
+
+__all__ = [
+    "element_type",
+    "tensor_type",
+    "is_float",
+    "is_bool",
+    "is_signed_int",
+    "scalar_type_of_python",
+    "zero_literal",
+    "literal",
+]
+
+_ELEMENT_TYPES: dict[torch.dtype, str] = {
+    torch.float32: "f32",
+    torch.float64: "f64",
+    torch.float16: "f16",
+    torch.bfloat16: "bf16",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.int16: "i16",
+    torch.int8: "i8",
+    torch.uint8: "i8",
+    torch.bool: "i1",
+}
+
+
+def element_type(dtype: torch.dtype) -> str:
+    """The MLIR element type of a torch dtype (signless integers, as linalg and tosa use)."""
+    try:
+        return _ELEMENT_TYPES[dtype]
+    except KeyError:
+        raise HelionMLIRError(f"dtype {dtype} has no MLIR element type in helion_mlir") from None
+
+
+def tensor_type(shape: Sequence[int | None], dtype: torch.dtype) -> str:
+    """``tensor<4x?xf32>``; ``None`` marks a dynamic dimension."""
+    dims = "".join(f"{'?' if d is None else int(d)}x" for d in shape)
+    return f"tensor<{dims}{element_type(dtype)}>"
+
+
+def is_float(dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point
+
+
+def is_bool(dtype: torch.dtype) -> bool:
+    return dtype == torch.bool
+
+
+def is_signed_int(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and dtype not in (torch.bool, torch.uint8)
+
+
+def scalar_type_of_python(value: object) -> str:
+    """MLIR type of a Python scalar argument at the function boundary (Python floats are doubles)."""
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i64"
+    if isinstance(value, float):
+        return "f64"
+    raise HelionMLIRError(f"unsupported scalar {value!r} of type {type(value).__name__}")
+
+
+def literal(value: float | int | bool, dtype: torch.dtype) -> str:
+    """An ``arith.constant`` literal of ``value`` in ``dtype`` (inf/nan spelled as hex floats)."""
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        v = float(value)
+        if v != v or v in (float("inf"), float("-inf")):
+            return _float_bits_literal(v, dtype)
+        return repr(v) if "e" in repr(v) or "." in repr(v) else f"{v:.1f}"
+    return str(int(value))
+
+
+def zero_literal(dtype: torch.dtype) -> str:
+    return literal(0, dtype)
+
+
+def _float_bits_literal(value: float, dtype: torch.dtype) -> str:
+    bits = torch.tensor([value], dtype=dtype)
+    width = {torch.float32: 32, torch.float64: 64, torch.float16: 16, torch.bfloat16: 16}[dtype]
+    int_view = {64: torch.int64, 32: torch.int32, 16: torch.int16}[width]
+    raw = int(bits.view(int_view).item()) & ((1 << width) - 1)
+    return f"0x{raw:0{width // 4}X}"

@@ -1,0 +1,1044 @@
+"""Lower single ATen nodes of a Helion kernel to MLIR through torch-mlir.
+
+Each device-IR node that computes with ATen is cut out of its graph into a minimal FX
+graph (one placeholder per input, the call, ``getitem`` nodes for tuple results),
+imported with torch-mlir's FxImporter into the package's one shared MLIR context, and
+lowered with torch-mlir's pipelines to the requested :class:`OutputType`. The result is
+the text of a module holding exactly one ``func.func``, printed with debug info so every
+op carries a ``loc(...)`` that the inliner later replaces with the kernel's location.
+
+Calling convention (shared with the inliner). ``input_tensors`` has one entry per
+:func:`~helion_mlir.normalize.node_inputs` entry, in that order:
+
+* a ``torch.Tensor`` (fake, meta or real; concrete or symbolic sizes) becomes a tensor
+  argument; symbolic sizes become dynamic dimensions (``?``);
+* a ``SymInt`` / ``SymFloat`` / ``SymBool`` becomes a scalar argument (``!torch.int`` in
+  raw IR, ``i64`` after lowering, and so on);
+* a Python ``int`` / ``float`` / ``bool`` is baked into the graph as a literal. This is how
+  a caller concretizes tile sizes: ``full([u0, u1], ...)`` with ``input_tensors=[32, 32]``
+  lowers as ``full([32, 32], ...)``.
+
+The function's arguments are therefore the non-literal inputs, in node_inputs order.
+
+Cost. Building a context, importing and lowering one node costs milliseconds, and a
+kernel has dozens of nodes with few distinct signatures, so results are cached per
+process on everything that determines them, and :func:`import_nodes` lowers all cache
+misses of a kernel together in one module with one pipeline run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import operator
+import re
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch_mlir import ir
+from torch_mlir.dialects import builtin as builtin_dialect
+from torch_mlir.extras.fx_importer import (
+    SYMBOLIC_OP_TO_TORCH_OP,
+    FxImporter,
+)
+from torch_mlir.passmanager import PassManager
+
+from .errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError, describe_target
+from .mlir_context import format_diagnostic, mlir_session
+from .normalize import (
+    SCALAR_TYPES,
+    node_inputs,
+    normalize_helion_node,
+    synthesize_tensor_meta,
+    to_fake_tensor,
+)
+from .output_type import TORCH_BACKEND_PIPELINE, OutputType
+from torch.fx.passes.shape_prop import TensorMetadata
+
+__all__ = [
+    "ImportStats",
+    "TorchMLIRLoweringError",
+    "TorchMLIRNodeImporter",
+    "clear_import_cache",
+    "import_aten_node_to_mlir",
+    "import_nodes",
+    "import_stats",
+]
+
+log = logging.getLogger(__name__)
+
+aten = torch.ops.aten
+
+InputValue = Any  # torch.Tensor | int | float | bool | torch.SymInt | torch.SymFloat | torch.SymBool
+_SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_LITERAL_SCALARS = (bool, int, float)
+
+
+# --------------------------------------------------------------------------------------
+# Cache and statistics
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportStats:
+    """Counters of the process-wide import cache.
+
+    ``lowering_runs`` counts pass-pipeline runs: one per batch of cache misses, plus the
+    extra runs spent isolating a node that made a batch fail.
+    """
+
+    hits: int
+    misses: int
+    lowering_runs: int
+    entries: int
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A cached negative result: why a signature cannot be lowered.
+
+    ``summary`` is torch-mlir's own one-line complaint, ``reason`` the sentence around it.
+    """
+
+    reason: str
+    summary: str
+    diagnostics: tuple[str, ...]
+    hint: str | None
+
+
+class _ImportCache:
+    """Module texts (or failures) by signature; shared by all importers, thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple, str | _Failure] = {}
+        self.hits = 0
+        self.misses = 0
+        self.lowering_runs = 0
+
+    def lookup(self, key: tuple) -> str | _Failure | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return found
+
+    def count_hit(self) -> None:
+        with self._lock:
+            self.hits += 1
+
+    def store(self, key: tuple, result: str | _Failure) -> None:
+        with self._lock:
+            self._entries[key] = result
+
+    def count_lowering_run(self) -> None:
+        with self._lock:
+            self.lowering_runs += 1
+
+    def stats(self) -> ImportStats:
+        with self._lock:
+            return ImportStats(self.hits, self.misses, self.lowering_runs, len(self._entries))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = self.lowering_runs = 0
+
+
+_CACHE = _ImportCache()
+
+
+def import_stats() -> ImportStats:
+    """Hit, miss and pipeline-run counts of the process-wide cache since the last clear."""
+    return _CACHE.stats()
+
+
+def clear_import_cache() -> None:
+    """Forget every cached result and reset the counters (tests and benchmarks use it)."""
+    _CACHE.clear()
+
+
+# --------------------------------------------------------------------------------------
+# Signatures: what determines an import's result
+# --------------------------------------------------------------------------------------
+
+
+class _SymbolNumbering:
+    """Numbers symbolic expressions by first appearance, so ``[u3, u7]`` and ``[u0, u1]``
+    give the same key while ``[u0, u0]`` and ``[u0, u1]`` do not."""
+
+    def __init__(self) -> None:
+        self._ids: dict[Any, int] = {}
+
+    def dim(self, value: Any) -> Any:
+        if isinstance(value, _SYMBOLIC_SCALARS):
+            expr = value.node.expr
+            number = self._ids.setdefault(expr, len(self._ids))
+            return ("sym", number)
+        return int(value)
+
+
+def _literal_key(value: Any, node: fx.Node, input_index: dict[fx.Node, int]) -> Any:
+    """A hashable, type-exact rendering of a node's literal arguments (inputs by position)."""
+    if isinstance(value, fx.Node):
+        return ("input", input_index[value])
+    if value is None or isinstance(value, (str, torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return value
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        # repr keeps -0.0, inf and nan apart and makes nan equal to itself.
+        return ("float", repr(value))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_literal_key(v, node, input_index) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _literal_key(v, node, input_index)) for k, v in value.items()))
+    if isinstance(value, slice):
+        return ("slice", tuple(_literal_key(v, node, input_index) for v in (value.start, value.stop, value.step)))
+    raise NodeNormalizationError(
+        node,
+        f"it has a literal argument of unsupported kind {type(value).__name__} ({value!r})",
+        hint="literal arguments must be None, bool, int, float, str, dtype, device, layout, "
+        "memory format, or lists/tuples of those; symbolic values must come from FX nodes",
+    )
+
+
+def _value_key(value: InputValue, symbols: _SymbolNumbering) -> tuple:
+    if isinstance(value, torch.Tensor):
+        return (
+            "tensor",
+            value.dtype,
+            tuple(symbols.dim(d) for d in value.shape),
+            tuple(symbols.dim(s) for s in value.stride()) if value.layout == torch.strided else (),
+        )
+    if isinstance(value, _SYMBOLIC_SCALARS):
+        return (type(value).__name__, symbols.dim(value))
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return (type(value).__name__, value)
+
+
+def _signature(node: fx.Node, values: Sequence[InputValue], output_type: OutputType) -> tuple:
+    symbols = _SymbolNumbering()
+    input_index = {inp: i for i, inp in enumerate(node_inputs(node))}
+    return (
+        node.target,
+        tuple(_value_key(v, symbols) for v in values),
+        _literal_key(tuple(node.args), node, input_index),
+        _literal_key(dict(node.kwargs), node, input_index),
+        output_type,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Inputs and fake values
+# --------------------------------------------------------------------------------------
+
+
+def _default_input_values(node: fx.Node) -> list[InputValue]:
+    values = []
+    for inp in node_inputs(node):
+        if "val" not in inp.meta:
+            raise NodeNormalizationError(
+                inp,
+                f"it has no meta['val'], so the type of this input of node '{node.name}' is unknown",
+                hint="import nodes of a bound kernel's device IR, or pass input_tensors explicitly",
+            )
+        values.append(inp.meta["val"])
+    return values
+
+
+def _check_input_values(node: fx.Node, values: Sequence[InputValue]) -> list[InputValue]:
+    inputs = node_inputs(node)
+    if len(values) != len(inputs):
+        raise NodeNormalizationError(
+            node,
+            f"input_tensors has {len(values)} entries but the node reads {len(inputs)} FX nodes "
+            f"({', '.join(i.name for i in inputs) or 'none'})",
+            hint="pass one entry per node_inputs(node) entry, in that order",
+        )
+    for inp, value in zip(inputs, values):
+        if not isinstance(value, (torch.Tensor, *SCALAR_TYPES)):
+            raise NodeNormalizationError(
+                node,
+                f"input '{inp.name}' is given as a {type(value).__name__}",
+                hint="each input must be a torch.Tensor, a SymInt/SymFloat/SymBool or a Python "
+                "int/float/bool (which is baked in as a literal)",
+            )
+    return list(values)
+
+
+_FAKE_MODES_BY_SHAPE_ENV: "weakref.WeakKeyDictionary[ShapeEnv, FakeTensorMode]" = weakref.WeakKeyDictionary()
+_STATIC_MODE = FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def _fake_mode_for(node: fx.Node, values: Sequence[InputValue]) -> FakeTensorMode:
+    """The fake mode to compute with: the inputs' own (their symbols live in its ShapeEnv)."""
+    modes = {id(v.fake_mode): v.fake_mode for v in values if isinstance(v, FakeTensor)}
+    if len(modes) > 1:
+        raise NodeNormalizationError(
+            node,
+            "its input tensors come from different FakeTensorModes",
+            hint="pass inputs traced together (one kernel's device IR) or concrete tensors",
+        )
+    if modes:
+        return next(iter(modes.values()))
+    for v in values:
+        if isinstance(v, _SYMBOLIC_SCALARS):
+            env = v.node.shape_env
+            mode = _FAKE_MODES_BY_SHAPE_ENV.get(env)
+            if mode is None:
+                mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
+                _FAKE_MODES_BY_SHAPE_ENV[env] = mode
+            return mode
+    return _STATIC_MODE
+
+
+def _as_fake(value: torch.Tensor, mode: FakeTensorMode) -> FakeTensor:
+    if isinstance(value, FakeTensor):
+        return value
+    if mode is _STATIC_MODE:
+        return to_fake_tensor(value)
+    if value.is_meta:
+        with mode:
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cpu")
+    return mode.from_tensor(value, static_shapes=True)
+
+
+# --------------------------------------------------------------------------------------
+# Targets: Helion ops with an exact ATen form, and exact rewrites of ops torch-mlir lacks
+# --------------------------------------------------------------------------------------
+
+
+def _is_helion_target(target: Any) -> bool:
+    return (getattr(target, "__module__", None) or "").startswith("helion")
+
+
+def _is_helion_full(target: Any) -> bool:
+    return (
+        getattr(target, "__module__", None) == "helion.language.creation_ops"
+        and getattr(target, "__name__", None) == "full"
+    )
+
+
+def _aten_call(target: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
+    """The ATen call a node stands for; Helion's ``full(shape, value, dtype, device)`` is
+    exactly ``aten.full`` (the device does not show in the emitted IR)."""
+    if _is_helion_full(target):
+        bound = dict(zip(("shape", "value", "dtype", "device"), args)) | dict(kwargs)
+        return aten.full.default, (bound["shape"], bound["value"]), {"dtype": bound.get("dtype")}
+    return target, args, kwargs
+
+
+def _matmul_in_out_dtype(op: Callable[..., torch.Tensor], operand_count: int) -> Callable[..., torch.Tensor]:
+    """Rewrite of ``mm/bmm/addmm/baddbmm.dtype``: multiply-accumulate in ``out_dtype``.
+
+    Upcasting the operands first is exact: a product of two bf16/f16 values fits f32
+    (and of two int8 values int32), so converting before the matmul yields the same
+    products, and the accumulation happens in ``out_dtype`` as the overload specifies.
+    """
+
+    def rewrite(*args: Any, **kwargs: Any) -> torch.Tensor:
+        operands, out_dtype = args[:operand_count], args[operand_count]
+        return op(*(t.to(out_dtype) for t in operands), **kwargs)
+
+    return rewrite
+
+
+def _remainder_scalar_tensor(scalar: Any, other: torch.Tensor) -> torch.Tensor:
+    # The scalar joins as a 0-d tensor of the promoted dtype, which leaves the promotion
+    # of the Scalar_Tensor overload unchanged.
+    dtype = torch.result_type(scalar, other)
+    return aten.remainder.Tensor(aten.scalar_tensor.default(scalar, dtype=dtype), other.to(dtype))
+
+
+def _integer_power(base: torch.Tensor, exponent: Any) -> Any:
+    """``pow`` of an integer tensor by a non-negative int: square-and-multiply.
+
+    Integer multiplication wraps the same way whatever the order, so this is exact.
+    Other cases are left to the op itself (``NotImplemented``).
+    """
+    if base.dtype.is_floating_point or base.dtype == torch.bool or isinstance(exponent, bool):
+        return NotImplemented
+    if not isinstance(exponent, int) or exponent < 0:
+        return NotImplemented
+    result = aten.full_like.default(base, 1)
+    square = base
+    while exponent:
+        if exponent & 1:
+            result = aten.mul.Tensor(result, square)
+        exponent >>= 1
+        if exponent:
+            square = aten.mul.Tensor(square, square)
+    return result
+
+
+def _iota_as_arange(length: Any, *, start: Any, step: Any, dtype: torch.dtype, device: Any, requires_grad: bool) -> torch.Tensor:
+    # prims.iota is integer-only, and arange over integers yields exactly
+    # start, start + step, ... (length values); torch-mlir lowers arange with a
+    # symbolic end where it fails on iota with a symbolic length.
+    return aten.arange.start_step(start, start + length * step, step, dtype=dtype, device=device)
+
+
+_EXACT_REWRITES: dict[Any, Callable[..., Any]] = {
+    torch.ops.prims.iota.default: _iota_as_arange,
+    aten.mm.dtype: _matmul_in_out_dtype(aten.mm.default, 2),
+    aten.bmm.dtype: _matmul_in_out_dtype(aten.bmm.default, 2),
+    aten.addmm.dtype: _matmul_in_out_dtype(aten.addmm.default, 3),
+    aten.baddbmm.dtype: _matmul_in_out_dtype(aten.baddbmm.default, 3),
+    aten.remainder.Scalar_Tensor: _remainder_scalar_tensor,
+    aten.pow.Tensor_Scalar: _integer_power,
+}
+
+_REGISTERED: dict[Any, bool] = {}
+
+
+def _torch_mlir_has_op(target: Any, ctx: ir.Context) -> bool:
+    """Whether torch-mlir defines the op the importer would emit for ``target``.
+
+    Unknown ops are imported as an opaque ``torch.operator`` that never lowers, so those
+    are decomposed before import.
+    """
+    known = _REGISTERED.get(target)
+    if known is None:
+        schema = getattr(SYMBOLIC_OP_TO_TORCH_OP.get(target, target), "_schema", None)
+        if schema is None:
+            known = True  # Python operators on SymInts: the importer maps them itself.
+        else:
+            namespace, _, name = schema.name.partition("::")
+            overload = f".{schema.overload_name}" if schema.overload_name else ""
+            known = ctx.is_registered_operation(f"torch.{namespace}.{name}{overload}")
+        _REGISTERED[target] = known
+    return known
+
+
+def _decomposition_for(target: Any) -> Callable[..., Any] | None:
+    """The package's exact rewrite of ``target``, else torch's reference decomposition."""
+    if target in _EXACT_REWRITES:
+        return _EXACT_REWRITES[target]
+    from torch._decomp import decomposition_table
+
+    return decomposition_table.get(target)
+
+
+# --------------------------------------------------------------------------------------
+# The minimal FX graph of one node
+# --------------------------------------------------------------------------------------
+
+
+def _set_value_meta(node: fx.Node, value: Any) -> None:
+    node.meta["val"] = value
+    if isinstance(value, torch.Tensor):
+        node.meta["tensor_meta"] = TensorMetadata(**synthesize_tensor_meta(value))
+
+
+@dataclass
+class _NodeRecipe:
+    """Everything needed to (re)build the importable graph of one node."""
+
+    node: fx.Node
+    call: tuple[Any, tuple, dict]  # ATen target, args and kwargs over the graph's placeholders
+    fake_of: dict[fx.Node, Any]  # placeholder -> fake value (tensor or SymInt)
+    mode: FakeTensorMode
+    graph: fx.Graph
+    decomposed: bool
+
+
+def _placeholders_for(
+    node: fx.Node, values: Sequence[InputValue], mode: FakeTensorMode
+) -> tuple[fx.Graph, dict[fx.Node, Any], dict[fx.Node, Any]]:
+    """A graph with one placeholder per non-literal input; returns (graph, replacement, fake_of)."""
+    graph = fx.Graph()
+    replacement: dict[fx.Node, Any] = {}  # input node -> placeholder or literal
+    fake_of: dict[fx.Node, Any] = {}
+    for i, (inp, value) in enumerate(zip(node_inputs(node), values)):
+        if isinstance(value, torch.Tensor):
+            fake = _as_fake(value, mode)
+        elif isinstance(value, _SYMBOLIC_SCALARS):
+            fake = value
+        else:
+            replacement[inp] = value
+            continue
+        placeholder = graph.placeholder(f"arg{i}")
+        _set_value_meta(placeholder, fake)
+        replacement[inp] = placeholder
+        fake_of[placeholder] = fake
+    return graph, replacement, fake_of
+
+
+def _computed_result(node: fx.Node, recipe_call: tuple[Any, tuple, dict], fake_of: dict, mode: FakeTensorMode) -> Any:
+    """The node's result for these inputs, from running the op on fake values."""
+    target, args, kwargs = recipe_call
+    try:
+        with mode:
+            return target(*fx.map_arg(args, fake_of.__getitem__), **fx.map_arg(kwargs, fake_of.__getitem__))
+    except Exception as err:  # whatever the op's meta function raises
+        raise NodeNormalizationError(
+            node,
+            f"cannot compute its result for the given inputs ({type(err).__name__}: {err})",
+            hint="check that input_tensors match what the op accepts (shapes, dtypes)",
+        ) from err
+
+
+def _build_recipe(node: fx.Node, values: Sequence[InputValue], own_values: bool, ctx: ir.Context) -> _NodeRecipe:
+    """The minimal importable graph computing ``node`` on ``values``."""
+    mode = _fake_mode_for(node, values)
+    graph, replacement, fake_of = _placeholders_for(node, values, mode)
+    args = fx.map_arg(node.args, replacement.__getitem__)
+    kwargs = fx.map_arg(node.kwargs, replacement.__getitem__)
+    call = _aten_call(node.target, tuple(args), dict(kwargs))
+    target = call[0]
+    if not _torch_mlir_has_op(target, ctx):
+        decomposed = _decomposed_graph(node, call, fake_of, mode, ctx)
+        return _NodeRecipe(node, call, fake_of, mode, decomposed, True)
+    if own_values and target is node.target:
+        result = normalize_helion_node(node).meta["val"]
+    else:
+        result = _computed_result(node, call, fake_of, mode)
+    op = graph.call_function(target, call[1], call[2])
+    if isinstance(result, (tuple, list)):
+        op.meta["val"] = tuple(result)
+        parts = []
+        for i, part in enumerate(result):
+            getitem = graph.call_function(operator.getitem, (op, i))
+            _set_value_meta(getitem, part)
+            parts.append(getitem)
+        graph.output(tuple(parts))
+    else:
+        _set_value_meta(op, result)
+        graph.output(op)
+    return _NodeRecipe(node, call, fake_of, mode, graph, False)
+
+
+def _decomposed_graph(
+    node: fx.Node,
+    call: tuple[Any, tuple, dict],
+    fake_of: dict[fx.Node, Any],
+    mode: FakeTensorMode,
+    ctx: ir.Context,
+) -> fx.Graph:
+    """Trace the call through exact decompositions until only ops torch-mlir knows remain."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    target, args, kwargs = call
+    placeholders = list(fake_of)
+
+    def run(*inputs: Any) -> Any:
+        env = dict(zip(placeholders, inputs))
+        return target(*fx.map_arg(args, env.__getitem__), **fx.map_arg(kwargs, env.__getitem__))
+
+    table: dict[Any, Callable[..., Any]] = {}
+    to_decompose = [target]
+    for _ in range(_MAX_DECOMPOSITION_ROUNDS):
+        for op in to_decompose:
+            decomposition = _decomposition_for(op)
+            if decomposition is None:
+                raise _NoDecomposition(
+                    f"torch-mlir has no op {describe_target(op)}, and no decomposition of it is known",
+                    hint="an exact rewrite in helion_mlir.torch_import._EXACT_REWRITES would add support",
+                )
+            table[op] = decomposition
+        try:
+            with mode:
+                traced = make_fx(run, decomposition_table=table, tracing_mode="real")(
+                    *(fake_of[p] for p in placeholders)
+                )
+        except Exception as err:  # whatever a decomposition raises for these inputs
+            raise _NoDecomposition(f"decomposing {describe_target(target)} failed ({type(err).__name__}: {err})") from err
+        to_decompose = sorted(
+            {n.target for n in traced.graph.nodes if n.op == "call_function" and not _torch_mlir_has_op(n.target, ctx)},
+            key=str,
+        )
+        if not to_decompose:
+            for n in traced.graph.nodes:
+                # make_fx records stack traces; drop them so the emitted locations do not
+                # depend on this node and the cached text fits every node of the signature.
+                n.meta.pop("stack_trace", None)
+            log.debug("node %s: decomposed %s", node.name, describe_target(target))
+            return traced.graph
+    raise _NoDecomposition(f"decomposing {describe_target(target)} does not reach ops torch-mlir has")
+
+
+_MAX_DECOMPOSITION_ROUNDS = 4
+
+
+class _NoDecomposition(Exception):
+    """Internal: a node torch-mlir lacks cannot be decomposed; carries the failure to report."""
+
+    def __init__(self, reason: str, hint: str | None = None) -> None:
+        super().__init__(reason)
+        self.failure = _Failure(reason=reason, summary=reason, diagnostics=(), hint=hint)
+
+
+# --------------------------------------------------------------------------------------
+# Importing and lowering batches
+# --------------------------------------------------------------------------------------
+
+
+def _pipeline_body(pipeline: str) -> str:
+    prefix = "builtin.module("
+    if not (pipeline.startswith(prefix) and pipeline.endswith(")")):
+        raise ValueError(f"expected a builtin.module(...) pipeline, got {pipeline!r}")
+    return pipeline[len(prefix) : -1]
+
+
+# stablehlo's shape refinement refuses a module with several functions and no `main`.
+# For it the batch runs the torch backend pipeline on the flat module, then moves each
+# function into a module of its own and runs the backend pipeline on each of those
+# (half the time of running everything per module; the per-function result is the same).
+_ONE_FUNCTION_PER_MODULE = frozenset({OutputType.STABLEHLO})
+
+
+@dataclass(frozen=True)
+class _Pipelines:
+    """Parsed pass managers of one output type (parsing and pass set-up cost time)."""
+
+    flat: PassManager  # runs on the batch module
+    per_function: PassManager | None  # then on each function's own module, if needed
+
+
+_PIPELINES: dict[OutputType, _Pipelines] = {}
+
+
+def _pipelines(output_type: OutputType) -> _Pipelines:
+    found = _PIPELINES.get(output_type)
+    if found is None:
+        backend = _pipeline_body(output_type.backend_pipeline)
+        if output_type in _ONE_FUNCTION_PER_MODULE:
+            found = _Pipelines(
+                PassManager.parse(TORCH_BACKEND_PIPELINE),
+                PassManager.parse(f"builtin.module(builtin.module({backend}))"),
+            )
+        else:
+            found = _Pipelines(
+                PassManager.parse(f"builtin.module({_pipeline_body(TORCH_BACKEND_PIPELINE)},{backend})"), None
+            )
+        _PIPELINES[output_type] = found
+    return found
+
+
+def _function_name(target: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", describe_target(target)) or "node"
+
+
+def _render(diagnostic: Any) -> str:
+    """A diagnostic without its location: locations here are batch bookkeeping, not the kernel's."""
+    severity = str(getattr(diagnostic, "severity", "error")).rsplit(".", 1)[-1].lower()
+    text = f"{severity}: {diagnostic.message}"
+    for note in getattr(diagnostic, "notes", ()) or ():
+        text += f"\n  note: {note.message}"
+    return text
+
+
+def _one_line(message: str) -> str:
+    """First line of a message with object addresses masked, so it is stable across runs."""
+    first = message.strip().splitlines()[0] if message.strip() else message
+    return re.sub(r"0x[0-9a-fA-F]+", "0x...", first)
+
+
+def _summary(diagnostics: Sequence[str], fallback: str) -> str:
+    """The first error's message without the IR it quotes: short and stable."""
+    for diagnostic in diagnostics:
+        first = diagnostic.splitlines()[0]
+        if first.startswith("error: "):
+            message = first[len("error: ") :]
+            return _one_line(message.split(": %", 1)[0].split(': "', 1)[0])
+    return fallback
+
+
+@dataclass(eq=False)  # compared and hashed by identity
+class _Pending:
+    """One cache miss on its way through import and lowering."""
+
+    key: tuple
+    recipe: _NodeRecipe | None
+    func_name: str
+    result: str | _Failure | None = None
+    requesters: list[int] = field(default_factory=list)
+
+
+# FxImporter locates ops from a node's stack trace; a batch entry's index disguised as a
+# line of this file tells which entry an error belongs to.
+_BATCH_FILE = "helion-mlir-batch-entry"
+_BATCH_LOCATION = re.compile(re.escape(f'"{_BATCH_FILE}"') + r":(\d+):")
+
+
+class _BatchLowering:
+    """Imports node graphs into one module and lowers them with one pipeline run.
+
+    When the run fails, the batch is imported once more with each entry's ops located at
+    its index, which the error diagnostics then name; those entries fail and the others
+    run again. Failures no diagnostic pins down fall back to testing groups. Entries
+    that fail to lower get one more try through an exact decomposition.
+    """
+
+    def __init__(self, output_type: OutputType, ctx: ir.Context) -> None:
+        self.output_type = output_type
+        self.ctx = ctx
+
+    def run(self, entries: list[_Pending], *, retry_decomposed: bool = True) -> None:
+        """Set ``result`` of every entry (module text or failure)."""
+        pending = [e for e in entries if e.result is None]
+        while pending:
+            module, imported = self._import(pending, tag=False)
+            if not imported:
+                break
+            errors = self._lower(module)
+            if errors is None:
+                self._split(module, imported)
+                break
+            entries_run = imported
+            if len(entries_run) == 1:
+                entries_run[0].result = self._lowering_failure([_render(d) for d in errors])
+                break
+            culprits = self._locate_failures(entries_run)
+            if not culprits:
+                self._test_groups(entries_run)
+                break
+            pending = [e for e in entries_run if e not in culprits]
+        if retry_decomposed and self.output_type is not OutputType.RAW:
+            self._retry_decomposed(entries)
+
+    def _import(self, entries: list[_Pending], *, tag: bool) -> tuple[ir.Module, list[_Pending]]:
+        """One module with a function ``<name>__<i>`` per importable entry (others fail)."""
+        module = ir.Module.create()
+        importer = FxImporter(module=module, config_check=False)
+        imported: list[_Pending] = []
+        for entry in entries:
+            assert entry.recipe is not None
+            graph = entry.recipe.graph
+            if tag:
+                _tag_graph(graph, len(imported))
+            try:
+                importer.import_stateless_graph(graph, func_name=_batch_name(entry, len(imported)))
+                imported.append(entry)
+            except Exception as err:  # FxImporter raises plain Python errors
+                message = f"{type(err).__name__}: {err}".strip()
+                summary = _one_line(message)
+                entry.result = _Failure(
+                    reason=f"torch-mlir cannot import it ({summary})",
+                    summary=summary,
+                    diagnostics=(message,),
+                    hint=None,
+                )
+                _drop_trailing_operations(module, len(imported))
+            finally:
+                if tag:
+                    _untag_graph(graph)
+        return module, imported
+
+    def _lower(self, module: ir.Module) -> list[Any] | None:
+        """Run the whole lowering once; the error diagnostics when it fails, else None."""
+        if self.output_type is OutputType.RAW:
+            return None
+        _CACHE.count_lowering_run()
+        pipelines = _pipelines(self.output_type)
+        try:
+            pipelines.flat.run(module.operation)
+            if pipelines.per_function is not None:
+                for func in list(module.body.operations):
+                    with ir.InsertionPoint(module.body):
+                        holder = builtin_dialect.ModuleOp()
+                    holder.body.append(func)
+                pipelines.per_function.run(module.operation)
+        except ir.MLIRError as err:
+            return list(err.error_diagnostics) or [_PlainDiagnostic(str(err))]
+        return None
+
+    def _locate_failures(self, entries: list[_Pending]) -> set[_Pending]:
+        """Fail the entries a located re-run blames and return them (empty: none found)."""
+        module, imported = self._import(entries, tag=True)
+        errors = self._lower(module)
+        if errors is None:
+            return set()
+        blamed: dict[int, list[str]] = {}
+        for diagnostic in errors:
+            found = _BATCH_LOCATION.search(str(diagnostic.location))
+            if found is None:
+                continue
+            index = int(found.group(1)) - 1
+            if 0 <= index < len(imported):
+                blamed.setdefault(index, []).append(_render(diagnostic))
+        for index, rendered in blamed.items():
+            entry = imported[index]
+            entry.result = self._lowering_failure(rendered)
+        return {imported[i] for i in blamed}
+
+    def _test_groups(self, entries: list[_Pending]) -> None:
+        """Find the failing entries when no diagnostic names one (e.g. a folded constant
+        that lost its location): lower groups of about sqrt(n) entries, then each entry
+        of a failing group alone. Bisection would re-lower every entry log(n) times.
+        """
+        log.debug("%d nodes failed to lower without a diagnostic naming one; testing groups", len(entries))
+        size = max(1, math.isqrt(len(entries)))
+        for start in range(0, len(entries), size):
+            group = entries[start : start + size]
+            if not self._lower_group(group) and len(group) > 1:
+                for entry in group:
+                    self._lower_group([entry])
+
+    def _lower_group(self, group: list[_Pending]) -> bool:
+        """Import and lower ``group`` on its own; False when the pipeline fails.
+
+        On success every entry gets its text; a failing group of one gets the failure.
+        """
+        module, imported = self._import(group, tag=False)
+        if not imported:
+            return True
+        errors = self._lower(module)
+        if errors is None:
+            self._split(module, imported)
+            return True
+        if len(imported) == 1:
+            imported[0].result = self._lowering_failure([_render(d) for d in errors])
+        return False
+
+    def _lowering_failure(self, rendered: list[str]) -> _Failure:
+        summary = _summary(rendered, "pass pipeline failed")
+        return _Failure(
+            reason=f"torch-mlir cannot lower it to {self.output_type.value} ({summary})",
+            summary=summary,
+            diagnostics=tuple(rendered),
+            hint=f"docs/op-support.md lists what lowers to {self.output_type.value}",
+        )
+
+    def _retry_decomposed(self, entries: list[_Pending]) -> None:
+        """Give entries that failed to lower one more try through an exact decomposition."""
+        retries: list[tuple[_Pending, _Pending]] = []
+        for entry in entries:
+            recipe = entry.recipe
+            if not isinstance(entry.result, _Failure) or recipe is None or recipe.decomposed:
+                continue
+            if _decomposition_for(recipe.call[0]) is None:
+                continue
+            try:
+                graph = _decomposed_graph(recipe.node, recipe.call, recipe.fake_of, recipe.mode, self.ctx)
+            except _NoDecomposition:
+                continue
+            decomposed = _NodeRecipe(recipe.node, recipe.call, recipe.fake_of, recipe.mode, graph, True)
+            retries.append((entry, _Pending(entry.key, decomposed, entry.func_name)))
+        if not retries:
+            return
+        self.run([retry for _, retry in retries], retry_decomposed=False)
+        for entry, retry in retries:
+            if isinstance(retry.result, str):
+                log.debug("node %s lowered through its decomposition", entry.recipe.node.name)
+                entry.result = retry.result
+
+    def _split(self, module: ir.Module, imported: list[_Pending]) -> None:
+        """Give each entry the text of a module of its own.
+
+        Printing a top-level module (not an op nested in the batch) is what prints the
+        ``#map`` aliases and ``dense_resource`` blobs the function uses.
+        """
+        if self.output_type in _ONE_FUNCTION_PER_MODULE:
+            holders = [op.operation for op in module.body.operations]
+            for index, (entry, holder) in enumerate(zip(imported, holders)):
+                (func,) = [op.operation for op in holder.regions[0].blocks[0].operations]
+                _rename(func, _batch_name(entry, index), entry.func_name)
+                entry.result = _print(holder.clone())
+            return
+        functions: dict[str, ir.Operation] = {}
+        shared: list[ir.Operation] = []
+        for op in module.body.operations:
+            if op.operation.name == "func.func":
+                functions[ir.StringAttr(op.operation.attributes["sym_name"]).value] = op.operation
+            else:
+                shared.append(op.operation)  # e.g. a global some lowering introduced
+        for index, entry in enumerate(imported):
+            single = ir.Module.create()
+            with ir.InsertionPoint(single.body):
+                for op in shared:
+                    op.clone()
+                copy = functions[_batch_name(entry, index)].clone()
+            _rename(copy, _batch_name(entry, index), entry.func_name)
+            entry.result = _print(single.operation)
+
+
+def _batch_name(entry: _Pending, index: int) -> str:
+    return f"{entry.func_name}__{index}"
+
+
+def _rename(func: ir.Operation, old: str, new: str) -> None:
+    if ir.StringAttr(func.attributes["sym_name"]).value != old:
+        raise HelionMLIRError(f"internal error: expected function @{old} in the lowered batch")
+    func.attributes["sym_name"] = ir.StringAttr.get(new)
+
+
+@dataclass(frozen=True)
+class _PlainDiagnostic:
+    """Stands in for an MLIR diagnostic when only an error string is available."""
+
+    message: str
+    location: str = "unknown"
+
+
+def _tag_graph(graph: fx.Graph, index: int) -> None:
+    for n in graph.nodes:
+        if n.op == "call_function":
+            n.meta["stack_trace"] = f'  File "{_BATCH_FILE}", line {index + 1}, in entry\n'
+
+
+def _untag_graph(graph: fx.Graph) -> None:
+    for n in graph.nodes:
+        n.meta.pop("stack_trace", None)
+
+
+def _drop_trailing_operations(module: ir.Module, kept: int) -> None:
+    """Erase what a failed import left at the end of the module (a half-built function)."""
+    operations = module.body.operations
+    while len(operations) > kept:
+        operations[len(operations) - 1].operation.erase()
+
+
+def _print(op: ir.Operation) -> str:
+    return op.get_asm(enable_debug_info=True)
+
+
+# --------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------
+
+
+class TorchMLIRLoweringError(UnsupportedNodeError):
+    """torch-mlir cannot import or lower a node for an output type.
+
+    ``summary`` is torch-mlir's one-line complaint (no IR, no addresses), which
+    docs/op-support.md quotes; ``diagnostics`` holds its full diagnostics.
+    """
+
+    def __init__(self, node: fx.Node, failure: _Failure, output_type: OutputType) -> None:
+        super().__init__(
+            node,
+            failure.reason,
+            output_type=output_type.value,
+            diagnostics=failure.diagnostics,
+            hint=failure.hint,
+        )
+        self.summary = failure.summary
+
+
+class TorchMLIRNodeImporter:
+    """Turns ATen device-IR nodes into MLIR module text for one output type.
+
+    Importers are cheap: all share the process-wide MLIR context and result cache.
+    See the module docstring for the ``input_tensors`` convention.
+    """
+
+    def __init__(self, output_type: OutputType | str = OutputType.LINALG_ON_TENSORS) -> None:
+        self.output_type = OutputType.parse(output_type)
+
+    def import_node(self, node: fx.Node, input_tensors: Sequence[InputValue] | None = None) -> str:
+        """Module text with one ``func.func`` computing ``node``.
+
+        The function's arguments are the non-literal entries of ``input_tensors``
+        (default: the input nodes' own ``meta["val"]``), in
+        :func:`~helion_mlir.normalize.node_inputs` order; its results are the node's
+        results (one per tuple element). Raises :class:`NodeNormalizationError` for
+        unusable metadata and :class:`UnsupportedNodeError` (with torch-mlir's
+        diagnostics) when torch-mlir cannot import or lower the node.
+        """
+        return self.import_nodes([(node, input_tensors)])[0]
+
+    def import_nodes(self, requests: Sequence[tuple[fx.Node, Sequence[InputValue] | None]]) -> list[str]:
+        """Module texts for many nodes; all cache misses are lowered with one pipeline run.
+
+        When some nodes cannot be lowered, the others are still cached and the
+        :class:`UnsupportedNodeError` of the first failing request is raised.
+        """
+        results: list[str | _Failure | None] = [None] * len(requests)
+        misses: dict[tuple, _Pending] = {}
+        inputs_of_miss: dict[tuple, tuple[fx.Node, list[InputValue], bool]] = {}
+        prepared = [self._prepare(node, input_tensors) for node, input_tensors in requests]
+        for position, ((node, _), (key, own_values, values)) in enumerate(zip(requests, prepared)):
+            if key in misses:
+                _CACHE.count_hit()
+                misses[key].requesters.append(position)
+                continue
+            cached = _CACHE.lookup(key)
+            if cached is not None:
+                results[position] = cached
+                continue
+            misses[key] = _Pending(key, None, _function_name(_aten_call(node.target, (), {})[0]), requesters=[position])
+            inputs_of_miss[key] = (node, values, own_values)
+        if misses:
+            with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
+                for key, entry in misses.items():
+                    try:
+                        entry.recipe = _build_recipe(*inputs_of_miss[key], ctx)
+                    except _NoDecomposition as err:
+                        entry.result = err.failure
+                _BatchLowering(self.output_type, ctx).run(list(misses.values()))
+            for entry in misses.values():
+                assert entry.result is not None
+                _CACHE.store(entry.key, entry.result)
+                for position in entry.requesters:
+                    results[position] = entry.result
+        for position, result in enumerate(results):
+            if isinstance(result, _Failure):
+                raise TorchMLIRLoweringError(requests[position][0], result, self.output_type)
+        return results  # type: ignore[return-value]
+
+    def _prepare(
+        self, node: fx.Node, input_tensors: Sequence[InputValue] | None
+    ) -> tuple[tuple, bool, list[InputValue]]:
+        """(cache key, whether the inputs are the node's own metas, input values)."""
+        if not isinstance(node, fx.Node) or node.op != "call_function":
+            raise NodeNormalizationError(
+                node, "only call_function nodes can be imported", hint="pass an ATen node of the device IR"
+            )
+        if _is_helion_target(node.target) and not _is_helion_full(node.target):
+            raise UnsupportedNodeError(
+                node,
+                "it is a Helion op, not an ATen op",
+                output_type=self.output_type.value,
+                hint="Helion ops (load, store, loops, ...) are converted by the converter itself",
+            )
+        if input_tensors is None:
+            if "val" not in node.meta:
+                normalize_helion_node(node)  # raises the NodeNormalizationError that explains it
+            values = _default_input_values(node)
+            own_values = True
+        else:
+            values = _check_input_values(node, input_tensors)
+            own_values = all(v is inp.meta.get("val") for v, inp in zip(values, node_inputs(node)))
+        return _signature(node, values, self.output_type), own_values, values
+
+
+_SHARED_IMPORTERS: dict[OutputType, TorchMLIRNodeImporter] = {}
+
+
+def _shared_importer(output_type: OutputType | str) -> TorchMLIRNodeImporter:
+    parsed = OutputType.parse(output_type)
+    importer = _SHARED_IMPORTERS.get(parsed)
+    if importer is None:
+        importer = _SHARED_IMPORTERS.setdefault(parsed, TorchMLIRNodeImporter(parsed))
+    return importer
+
+
+def import_nodes(
+    requests: Sequence[tuple[fx.Node, Sequence[InputValue] | None]],
+    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+) -> list[str]:
+    """Batch form of :func:`import_aten_node_to_mlir`: one pipeline run for all cache misses."""
+    return _shared_importer(output_type).import_nodes(requests)
+
+
+def import_aten_node_to_mlir(
+    node: fx.Node,
+    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    input_tensors: Sequence[InputValue] | None = None,
+) -> str:
+    """Module text of one node for ``output_type``; see :class:`TorchMLIRNodeImporter`."""
+    return _shared_importer(output_type).import_node(node, input_tensors)

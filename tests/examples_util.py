@@ -1,0 +1,198 @@
+"""Load the Helion examples in ``examples/`` by path, bind them, run them in reference mode.
+
+Shared by the example tests (and usable by benchmarks or a CLI). Also a script:
+``python tests/examples_util.py OUT_DIR [NAME ...]`` writes each example's device IR to
+``OUT_DIR/<name>.txt``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+import helion
+
+EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
+SHAPE_KINDS = ("divisible", "ragged")
+
+
+def example_paths() -> list[Path]:
+    """The example files, sorted; ``_``-prefixed helpers are not examples."""
+    return sorted(p for p in EXAMPLES_DIR.glob("*.py") if not p.name.startswith("_"))
+
+
+def example_names() -> list[str]:
+    return [p.stem for p in example_paths()]
+
+
+@functools.cache
+def load_example(path: str | Path) -> ModuleType:
+    """Import an example (or ``_common``) from its file path; cached per resolved path.
+
+    The module is registered in ``sys.modules`` (Helion resolves a kernel's helper functions,
+    such as ``hl.reduce`` combine functions, through its module), and ``examples/`` is put on
+    ``sys.path`` so that an example's ``main`` can import ``_common``.
+    """
+    path = Path(path).resolve()
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    name = f"helion_mlir_examples.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def load_example_by_name(name: str) -> ModuleType:
+    return load_example(EXAMPLES_DIR / f"{name}.py")
+
+
+def _common() -> ModuleType:
+    return load_example(EXAMPLES_DIR / "_common.py")
+
+
+def register_cpu_matmul_dtype_overloads() -> None:
+    """CPU kernels for ``aten::{mm,bmm,addmm,baddbmm}.dtype`` (idempotent); see ``examples/_common.py``."""
+    _common().register_cpu_matmul_dtype_overloads()
+
+
+_REF_KERNELS: dict[int, tuple[helion.Kernel, helion.Kernel]] = {}
+
+
+def ref_mode_kernel(kernel: helion.Kernel) -> helion.Kernel:
+    """The eager reference-mode twin of ``kernel`` (cached per kernel object)."""
+    cached = _REF_KERNELS.get(id(kernel))
+    if cached is None or cached[0] is not kernel:
+        cached = (kernel, _common().ref_mode_kernel(kernel))
+        _REF_KERNELS[id(kernel)] = cached
+    return cached[1]
+
+
+def clone_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def bind_example(module: ModuleType, shape: str = "divisible") -> Any:
+    """``module.KERNEL.bind(module.make_args(shape))`` (Helion caches the bound kernel)."""
+    return module.KERNEL.bind(module.make_args(shape))
+
+
+def run_reference_mode(module: ModuleType, shape: str = "divisible") -> tuple[Any, Any]:
+    """``(kernel result in reference mode, torch reference)`` on fresh inputs of ``shape``.
+
+    The torch reference sees its own copy of the inputs, so kernels that write into an
+    argument are compared on what they return.
+    """
+    register_cpu_matmul_dtype_overloads()
+    args = module.make_args(shape)
+    expected = module.reference(*clone_args(args))
+    result = ref_mode_kernel(module.KERNEL)(*args)
+    return result, expected
+
+
+def device_graphs(bound: Any) -> list[Any]:
+    """Every device graph of a bound kernel that a converter meets.
+
+    The bind-time graphs, plus, when the kernel's config asks for ``reduction_loops``, the
+    graphs from ``build_codegen_graphs`` (where the rolled reduction loops are reachable).
+    """
+    device_ir = bound.host_function.device_ir
+    graphs = list(device_ir.graphs)
+    config = bound.kernel.configs[0] if bound.kernel.configs else None
+    if config is not None and config.config.get("reduction_loops"):
+        with bound.env, bound.host_function:
+            graphs += device_ir.build_codegen_graphs(config)
+    return graphs
+
+
+def target_name(target: object) -> str:
+    """A node target as the op census spells it: ``aten.add.Tensor``, ``memory_ops.load``, ..."""
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None) or type(target).__module__
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    module = module.removeprefix("helion.language.")
+    return f"{module}.{name}"
+
+
+def node_targets(bound: Any) -> set[str]:
+    return {
+        target_name(node.target)
+        for graph in device_graphs(bound)
+        for node in graph.graph.nodes
+        if node.op == "call_function"
+    }
+
+
+def graph_kinds(bound: Any) -> set[str]:
+    return {type(graph).__name__ for graph in device_graphs(bound)}
+
+
+def _format_val(val: object) -> str:
+    if isinstance(val, torch.Tensor):
+        dtype = str(val.dtype).removeprefix("torch.")
+        return f"{dtype}[{', '.join(str(s) for s in val.shape)}]"
+    if isinstance(val, (list, tuple)):
+        inner = ", ".join(_format_val(v) for v in val)
+        return f"[{inner}]" if isinstance(val, list) else f"({inner})"
+    return repr(val) if val is not None else "None"
+
+
+def format_device_ir(bound: Any) -> str:
+    """Readable dump: each graph's kind and kwargs, then every node's name, target, args, val."""
+    device_ir = bound.host_function.device_ir
+    lines = [
+        f"root_ids={device_ir.root_ids} grid_block_ids={device_ir.grid_block_ids}",
+        f"config={bound.kernel.configs[0] if bound.kernel.configs else None}",
+        f"static_shapes={bound.kernel.settings.static_shapes}",
+    ]
+    bind_count = len(device_ir.graphs)
+    for index, graph in enumerate(device_graphs(bound)):
+        origin = "bind" if index < bind_count else "build_codegen_graphs"
+        kwargs = {k: v for k, v in graph.kwargs().items() if k != "cute_grid_execution_plans"}
+        lines.append("")
+        lines.append(f"== graph {graph.graph_id} {type(graph).__name__} ({origin}) {kwargs}")
+        for node in graph.graph.nodes:
+            val = _format_val(node.meta.get("val"))
+            args = f"args={node.args!r}"
+            if node.kwargs:
+                args += f" kwargs={node.kwargs!r}"
+            lines.append(
+                f"  {node.name}: {node.op} {target_name(node.target)} {args} val={val}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def dump_device_ir(out_dir: str | Path, names: list[str] | None = None) -> list[Path]:
+    """Write ``format_device_ir`` of every example (divisible shapes) to ``out_dir/<name>.txt``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names or example_names():
+        module = load_example_by_name(name)
+        text = format_device_ir(bind_example(module))
+        path = out_dir / f"{name}.txt"
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python tests/examples_util.py OUT_DIR [NAME ...]")
+    for written in dump_device_ir(sys.argv[1], sys.argv[2:] or None):
+        print(written)

@@ -1,0 +1,241 @@
+"""The Helion examples in ``examples/``: each binds (device IR exists) and, run in Helion's
+eager reference mode on CPU, matches its plain-torch ``reference`` within ``TOLERANCE``, for
+block-divisible and ragged shapes. Together they cover the device-IR node targets and graph
+kinds listed in ``COVERAGE`` / ``GRAPH_KINDS``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from functools import cache
+
+import pytest
+import torch
+
+import helion
+
+from examples_util import (
+    SHAPE_KINDS,
+    bind_example,
+    example_names,
+    graph_kinds,
+    load_example_by_name,
+    node_targets,
+    register_cpu_matmul_dtype_overloads,
+    run_reference_mode,
+)
+
+NAMES = example_names()
+
+# Examples that are about dynamic shapes; every other example keeps static_shapes=True.
+DYNAMIC_SHAPE_EXAMPLES = {"row_mean_dynamic"}
+
+# Node targets (spelled as in the op census) that the examples together must produce.
+COVERAGE = {
+    # Helion ops
+    "_tracing_ops._host_tensor",
+    "_tracing_ops._get_symnode",
+    "_tracing_ops._new_var",
+    "_tracing_ops._mask_to",
+    "_tracing_ops._phi",
+    "_tracing_ops._for_loop",
+    "_tracing_ops._for_loop_step",
+    "_tracing_ops._if",
+    "_tracing_ops._while_loop",
+    "_tracing_ops._inductor_lowering_extra",
+    "memory_ops.load",
+    "memory_ops.store",
+    "view_ops.subscript",
+    "view_ops.split",
+    "view_ops.join",
+    "creation_ops.full",
+    "matmul_ops.dot",
+    "tile_ops.tile_index",
+    "tile_ops.tile_begin",
+    "tile_ops.tile_end",
+    "tile_ops.tile_id",
+    "atomic_ops.atomic_add",
+    "atomic_ops.atomic_max",
+    "atomic_ops.atomic_min",
+    "atomic_ops.atomic_cas",
+    "atomic_ops.atomic_and",
+    "atomic_ops.atomic_or",
+    "atomic_ops.atomic_xor",
+    "reduce_ops._reduce",
+    "scan_ops._associative_scan",
+    "_gelu_tanh_approx._gelu_erf",
+    # ATen ops
+    "aten.add.Tensor",
+    "aten.sub.Tensor",
+    "aten.mul.Tensor",
+    "aten.div.Tensor",
+    "aten.div.Tensor_mode",
+    "aten.remainder.Scalar",
+    "aten.neg.default",
+    "aten.abs.default",
+    "aten.sum.dim_IntList",
+    "aten.sum.default",
+    "aten.mean.dim",
+    "aten.amax.default",
+    "aten.amin.default",
+    "aten.maximum.default",
+    "aten.minimum.default",
+    "aten.exp.default",
+    "aten.exp2.default",
+    "aten.log.default",
+    "aten.log2.default",
+    "aten.rsqrt.default",
+    "aten.sqrt.default",
+    "aten.tanh.default",
+    "aten.sigmoid.default",
+    "aten.relu.default",
+    "aten.pow.Tensor_Scalar",
+    "aten.where.self",
+    "aten.scalar_tensor.default",
+    "aten.full.default",
+    "aten.clamp_min.default",
+    "aten.clamp_max.default",
+    "aten.lt.Scalar",
+    "aten.gt.Scalar",
+    "aten.eq.Scalar",
+    "aten.ge.Tensor",
+    "aten.gt.Tensor",
+    "aten.lt.Tensor",
+    "aten.eq.Tensor",
+    "aten.bitwise_and.Scalar",
+    "aten.bitwise_and.Tensor",
+    "aten.bitwise_or.Tensor",
+    "aten.bitwise_xor.Tensor",
+    "aten.__lshift__.Scalar",
+    "aten.__rshift__.Scalar",
+    "aten.mm.default",
+    "aten.bmm.default",
+    "aten.addmm.default",
+    "aten.baddbmm.default",
+    "aten.permute.default",
+    "aten.view.default",
+    "aten.unsqueeze.default",
+    "aten.sym_size.int",
+    "prims.convert_element_type.default",
+    "prims.iota.default",
+    # Python SymInt arithmetic and tuple access
+    "_operator.getitem",
+    "_operator.add",
+    "_operator.sub",
+    "_operator.mul",
+    "_operator.floordiv",
+}
+
+GRAPH_KINDS = {
+    "RootGraphInfo",
+    "ForLoopGraphInfo",
+    "ReductionLoopGraphInfo",
+    "IfGraphInfo",
+    "ElseGraphInfo",
+    "WhileLoopGraphInfo",
+    "WhileConditionGraphInfo",
+    "HelperFunctionGraphInfo",
+}
+
+CASES = [pytest.param(name, shape, id=f"{name}-{shape}") for name in NAMES for shape in SHAPE_KINDS]
+
+
+@cache
+def _bound(name: str, shape: str):
+    return bind_example(load_example_by_name(name), shape)
+
+
+def test_enough_examples() -> None:
+    assert len(NAMES) >= 28, NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_example_protocol(name: str) -> None:
+    module = load_example_by_name(name)
+    assert module.__doc__ and module.__doc__.strip(), f"{name}: missing module docstring"
+    assert isinstance(module.KERNEL, helion.Kernel)
+    # An explicit config, so binding and running never autotune.
+    assert len(module.KERNEL.configs) == 1, f"{name}: expected exactly one explicit config"
+    assert module.KERNEL.settings.static_shapes == (name not in DYNAMIC_SHAPE_EXAMPLES)
+    assert set(module.TOLERANCE) == {"rtol", "atol"}
+    params = inspect.signature(module.make_args).parameters
+    assert list(params)[:2] == ["shape", "dtype"]
+    assert params["shape"].default == "divisible" and params["dtype"].default is None
+    assert callable(module.reference) and callable(module.main)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_ragged_differs_from_divisible(name: str) -> None:
+    module = load_example_by_name(name)
+
+    def shapes(shape: str) -> list[tuple[int, ...]]:
+        args = module.make_args(shape)
+        return [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+
+    assert shapes("ragged") != shapes("divisible")
+
+
+@pytest.mark.parametrize(("name", "shape"), CASES)
+def test_example_binds(name: str, shape: str) -> None:
+    bound = _bound(name, shape)
+    device_ir = bound.host_function.device_ir
+    assert device_ir.root_ids, f"{name}: no root graph"
+    stores = {"memory_ops.store"} | {t for t in node_targets(bound) if t.startswith("atomic_ops.")}
+    assert stores & node_targets(bound), f"{name}: the device IR writes nothing"
+
+
+@pytest.mark.parametrize(("name", "shape"), CASES)
+def test_example_matches_reference(name: str, shape: str) -> None:
+    module = load_example_by_name(name)
+    result, expected = run_reference_mode(module, shape)
+    torch.testing.assert_close(result, expected, **module.TOLERANCE)
+
+
+def test_examples_cover_census_targets() -> None:
+    targets: set[str] = set()
+    kinds: set[str] = set()
+    for name in NAMES:
+        bound = _bound(name, "divisible")
+        targets |= node_targets(bound)
+        kinds |= graph_kinds(bound)
+    assert COVERAGE - targets == set()
+    assert GRAPH_KINDS - kinds == set()
+
+
+def test_multi_phase_example_has_two_roots() -> None:
+    bound = _bound("global_max_normalize", "divisible")
+    device_ir = bound.host_function.device_ir
+    phases = sorted(device_ir.graphs[i].phase_index for i in device_ir.root_ids)
+    assert phases == [0, 1]
+
+
+def test_dynamic_example_has_symbolic_loop_bound() -> None:
+    bound = _bound("row_mean_dynamic", "divisible")
+    symnodes = {
+        node.args[0]
+        for graph in bound.host_function.device_ir.graphs
+        for node in graph.graph.nodes
+        if node.op == "call_function" and node.target.__name__ == "_get_symnode"
+    }
+    assert any(name.startswith("x_size") for name in symnodes), symnodes
+
+
+@pytest.mark.parametrize("name", ["matmul_bf16", "attention", "layer_norm"])
+def test_main_runs(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    load_example_by_name(name).main()
+    assert "matches torch" in capsys.readouterr().out
+
+
+def test_cpu_matmul_dtype_overloads_are_idempotent() -> None:
+    register_cpu_matmul_dtype_overloads()
+    register_cpu_matmul_dtype_overloads()
+    a = torch.randn(3, 4).bfloat16()
+    b = torch.randn(4, 5).bfloat16()
+    out = torch.ops.aten.mm.dtype(a, b, torch.float32)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, a.float() @ b.float())
+    bias = torch.randn(2, 3, 5)
+    batched = torch.ops.aten.baddbmm.dtype(
+        bias, a.expand(2, 3, 4), b.expand(2, 4, 5), torch.float32, beta=0.5
+    )
+    torch.testing.assert_close(batched, 0.5 * bias + (a.float() @ b.float()))
