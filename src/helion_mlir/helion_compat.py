@@ -52,31 +52,28 @@ def original_args(node: fx.Node) -> tuple[Any, tuple[Any, ...], dict[str, Any]] 
         return None
     _target, traced_args, traced_kwargs = recorded
     graph = node.graph
-    by_name: dict[str, fx.Node] | None = None
+    by_name: dict[str, fx.Node] = {}
 
     def local(a: Any) -> Any:
-        nonlocal by_name
         if not isinstance(a, fx.Node) or a.graph is graph:
             return a
-        if by_name is None:
-            by_name = {n.name: n for n in graph.nodes}
-        return by_name[a.name]
+        if not by_name:
+            by_name.update((n.name, n) for n in graph.nodes)
+        return by_name.get(a.name)
 
-    traced_args = fx.node.map_aggregate(traced_args, local)
-    traced_kwargs = fx.node.map_aggregate(traced_kwargs, local)
-    args = tuple(_fill_holes(now, then) for now, then in zip(node.args, traced_args))
-    args += tuple(traced_args[len(args):])
-    kwargs = {k: _fill_holes(v, traced_kwargs.get(k)) for k, v in node.kwargs.items() if k not in _INTERNAL_KWARGS}
+    def fill(now: Any, then: Any) -> Any:
+        """``now`` with every ``None`` the pass put in place of a traced node restored."""
+        if now is None:
+            return fx.node.map_aggregate(then, local)
+        if isinstance(now, (list, tuple)) and isinstance(then, (list, tuple)) and len(now) == len(then):
+            return type(now)(fill(a, b) for a, b in zip(now, then))
+        return now
+
+    args = tuple(fill(now, then) for now, then in zip(node.args, traced_args))
+    args += tuple(fx.node.map_aggregate(tuple(traced_args[len(args):]), local))
+    kwargs = {k: fill(v, traced_kwargs.get(k)) for k, v in node.kwargs.items() if k not in _INTERNAL_KWARGS}
     return node.target, args, kwargs
 
 
 _INTERNAL_KWARGS = ("_extra_args", "_extra_deps")
 
-
-def _fill_holes(now: Any, then: Any) -> Any:
-    """``now`` with every ``None`` the pass put in place of a traced node restored."""
-    if now is None:
-        return then
-    if isinstance(now, (list, tuple)) and isinstance(then, (list, tuple)) and len(now) == len(then):
-        return type(now)(_fill_holes(a, b) for a, b in zip(now, then))
-    return now

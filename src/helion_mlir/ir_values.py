@@ -57,6 +57,8 @@ class Tile:
     offset: "Scalar | int"
     size: int
     extent: "Scalar | int"
+    begin: "Scalar | int" = 0  # the loop's range, for tile.count
+    end: "Scalar | int | None" = None
 
     @property
     def ragged(self) -> bool:

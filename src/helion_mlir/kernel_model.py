@@ -128,12 +128,14 @@ class KernelModel:
                 if isinstance(size, int):
                     self.block_sizes[info.block_id] = size
             self.root_loops = self._root_loops()
+        # A symbol names the first block that owns it: Helion also creates reduction blocks
+        # over an existing tile dim, which reuse that tile's symbol.
+        self.block_vars: dict[sympy.Symbol, int] = {}
+        for info in bound.env.block_sizes:
+            if isinstance(info.var, torch.SymInt):
+                self.block_vars.setdefault(info.var._sympy_(), info.block_id)
+        with self.helion_env():
             self.persistent_reductions = self._persistent_reductions()
-        self.block_vars: dict[sympy.Symbol, int] = {
-            info.var._sympy_(): info.block_id
-            for info in bound.env.block_sizes
-            if isinstance(info.var, torch.SymInt)
-        }
         self.block_numel: dict[int, Any] = {info.block_id: info.size for info in bound.env.block_sizes}
         self.reachable_graph_ids = self._reachable_graphs()
         self.writes = self._writes_per_graph()
@@ -244,7 +246,8 @@ class KernelModel:
             if type(info.block_size_source).__name__ != "ReductionLoopBlockSizeSource":
                 continue
             chunk = env.config_spec.reduction_loops.config_get(self.config.reduction_loops, info.block_id, None)
-            if chunk is None and info.block_id in self.block_sizes:
+            owner = self.block_vars.get(info.var._sympy_()) if isinstance(info.var, torch.SymInt) else None
+            if chunk is None and info.block_id in self.block_sizes and owner == info.block_id:
                 found[info.block_id] = (self.block_sizes[info.block_id], info.size)
         return found
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import MLIRSyntaxError
 
@@ -68,8 +68,7 @@ OPENERS = {"(": ")", "[": "]", "{": "}", "<": ">"}
 CLOSERS = {close: open_ for open_, close in OPENERS.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
     """One token: its class, its exact source text and where it starts in the input."""
 
     kind: TokenKind
@@ -108,23 +107,36 @@ class Token:
 
 
 # suffix-id ::= digit+ | (letter | id-punct) (letter | id-punct | digit)*
-_SUFFIX_ID = re.compile(r"[0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*")
+_SUFFIX = r"(?:[0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)"
 # bare-id ::= (letter | '_') (letter | digit | [_$.])*
-_BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
-_NUMBER = re.compile(r"0x[0-9A-Fa-f]+|[0-9]+(\.[0-9]*([eE][-+]?[0-9]+)?)?")
-_DIGITS = re.compile(r"[0-9]+")
-_WHITESPACE = re.compile(r"[ \t\r\f\v]+")
-_PUNCT = ("...", "->", "(", ")", "[", "]", "{", "}", "<", ">", ",", ":", "=", "?", "*", "+", "-", "|")
-_PUNCT_BY_FIRST_CHAR: dict[str, tuple[str, ...]] = {}
-for _punct in _PUNCT:  # longest spellings first, as listed
-    _PUNCT_BY_FIRST_CHAR[_punct[0]] = (*_PUNCT_BY_FIRST_CHAR.get(_punct[0], ()), _punct)
-_SIGILS = {
-    "%": TokenKind.VALUE_ID,
-    "^": TokenKind.CARET_ID,
-    "#": TokenKind.HASH_ID,
-    "!": TokenKind.BANG_ID,
-    "@": TokenKind.AT_ID,
-}
+_BARE = r"[A-Za-z_][A-Za-z0-9_$.]*"
+_STRING = r'"(?:[^"\\\n]|\\[^\n])*"'
+_SUFFIX_ID = re.compile(_SUFFIX)
+_BARE_ID = re.compile(_BARE)
+# One alternative per token class, tried in order at each position; the first that
+# matches wins, so '{-#' beats '{', '->' beats '-', and floats beat integers.
+_TOKEN = re.compile(
+    "|".join(
+        [
+            r"(?P<NEWLINE>\n)",
+            r"(?P<WHITESPACE>[ \t\r\f\v]+)",
+            r"(?P<COMMENT>//[^\n]*)",
+            r"(?P<METADATA_BEGIN>\{-\#)",
+            r"(?P<METADATA_END>\#-\})",
+            rf"(?P<VALUE_ID>%{_SUFFIX}(?:[:#][0-9]+)?)",
+            rf"(?P<CARET_ID>\^{_SUFFIX})",
+            rf"(?P<HASH_ID>\#{_SUFFIX})",
+            rf"(?P<BANG_ID>!{_SUFFIX})",
+            rf"(?P<AT_ID>@(?:{_STRING}|{_SUFFIX}))",
+            rf"(?P<STRING>{_STRING})",
+            rf"(?P<BARE_ID>{_BARE})",
+            r"(?P<FLOAT>[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?)",
+            r"(?P<INTEGER>0x[0-9A-Fa-f]+|[0-9]+)",
+            r"(?P<PUNCT>\.\.\.|->|[()\[\]{}<>,:=?*+\-|])",
+        ]
+    )
+)
+_SIGILS = frozenset("%^#!@")
 
 
 def is_suffix_id(text: str) -> bool:
@@ -137,103 +149,38 @@ def is_bare_identifier(text: str) -> bool:
     return _BARE_ID.fullmatch(text) is not None
 
 
-def _string_end(text: str, start: int) -> int:
-    """Offset just past the string literal that opens at ``start``."""
-    pos = start + 1
+def _lex(text: str) -> list[Token]:
+    tokens: list[Token] = []
+    # Open brackets, so that '>' only closes a '<' and stray characters are tolerated
+    # inside dialect bodies ('<...>'), where only the dialect's parser gives them meaning.
+    brackets: list[str] = []
+    open_angles = 0
+    kinds = TokenKind.__members__
+    pos = 0
     while pos < len(text):
-        char = text[pos]
-        if char == '"':
-            return pos + 1
-        if char == "\\":
-            pos += 1  # the escaped character (checked below: a newline still ends the line)
-            if pos == len(text):
-                break
-            char = text[pos]
-        if char == "\n":
-            break
-        pos += 1
-    raise MLIRSyntaxError("unterminated string literal", text=text, offset=start)
-
-
-class _Lexer:
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-        self.tokens: list[Token] = []
-        # Open brackets, so that '>' only closes a '<' and stray characters are
-        # tolerated inside dialect bodies.
-        self.brackets: list[str] = []
-        self.open_angles = 0
-
-    def add(self, kind: TokenKind, end: int) -> None:
-        self.tokens.append(Token(kind, self.text[self.pos : end], self.pos))
-        self.pos = end
-
-    def track(self, punct: str) -> None:
-        if punct in OPENERS:
-            self.brackets.append(punct)
-            self.open_angles += punct == "<"
-        elif punct in CLOSERS and self.brackets and self.brackets[-1] == CLOSERS[punct]:
-            self.open_angles -= self.brackets.pop() == "<"
-
-    def stray(self, what: str) -> None:
-        if self.open_angles:
-            self.add(TokenKind.BODY_CHAR, self.pos + 1)
-            return
-        raise MLIRSyntaxError(what, text=self.text, offset=self.pos)
-
-    def run(self) -> list[Token]:
-        text = self.text
-        while self.pos < len(text):
-            char = text[self.pos]
-            if char == "\n":
-                self.add(TokenKind.NEWLINE, self.pos + 1)
-            elif (match := _WHITESPACE.match(text, self.pos)) is not None:
-                self.add(TokenKind.WHITESPACE, match.end())
-            elif text.startswith("//", self.pos):
-                end = text.find("\n", self.pos)
-                self.add(TokenKind.COMMENT, len(text) if end == -1 else end)
-            elif char == '"':
-                self.add(TokenKind.STRING, _string_end(text, self.pos))
-            elif text.startswith("{-#", self.pos):
-                self.add(TokenKind.METADATA_BEGIN, self.pos + 3)
-            elif text.startswith("#-}", self.pos):
-                self.add(TokenKind.METADATA_END, self.pos + 3)
-            elif char in _SIGILS:
-                self.sigil_id(char)
-            elif char.isascii() and (char.isalpha() or char == "_"):
-                self.add(TokenKind.BARE_ID, _BARE_ID.match(text, self.pos).end())  # type: ignore[union-attr]
-            elif char.isascii() and char.isdigit():
-                match = _NUMBER.match(text, self.pos)
-                assert match is not None
-                kind = TokenKind.FLOAT if match.group(1) else TokenKind.INTEGER
-                self.add(kind, match.end())
-            else:
-                candidates = _PUNCT_BY_FIRST_CHAR.get(char, ())
-                punct = next((p for p in candidates if text.startswith(p, self.pos)), None)
-                if punct is None:
-                    self.stray(f"unexpected character {char!r}")
-                else:
-                    self.track(punct)
-                    self.add(TokenKind.PUNCT, self.pos + len(punct))
-        return self.tokens
-
-    def sigil_id(self, sigil: str) -> None:
-        text = self.text
-        start = self.pos + 1
-        if sigil == "@" and text.startswith('"', start):
-            self.add(TokenKind.AT_ID, _string_end(text, start))
-            return
-        match = _SUFFIX_ID.match(text, start)
+        match = _TOKEN.match(text, pos)
         if match is None:
-            self.stray(f"expected a name after {sigil!r}")
-            return
-        end = match.end()
-        if sigil == "%" and end < len(text) and text[end] in ":#":
-            group = _DIGITS.match(text, end + 1)
-            if group is not None:
-                end = group.end()
-        self.add(_SIGILS[sigil], end)
+            char = text[pos]
+            if char == '"' or text.startswith('@"', pos):
+                raise MLIRSyntaxError("unterminated string literal", text=text, offset=text.index('"', pos))
+            if not open_angles:
+                what = f"expected a name after {char!r}" if char in _SIGILS else f"unexpected character {char!r}"
+                raise MLIRSyntaxError(what, text=text, offset=pos)
+            tokens.append(Token(TokenKind.BODY_CHAR, char, pos))
+            pos += 1
+            continue
+        kind = match.lastgroup
+        assert kind is not None
+        token_text = match.group()
+        if kind == "PUNCT":
+            if token_text in OPENERS:
+                brackets.append(token_text)
+                open_angles += token_text == "<"
+            elif token_text in CLOSERS and brackets and brackets[-1] == CLOSERS[token_text]:
+                open_angles -= brackets.pop() == "<"
+        tokens.append(Token(kinds[kind], token_text, pos))
+        pos = match.end()
+    return tokens
 
 
 def tokenize(text: str) -> list[Token]:
@@ -242,7 +189,7 @@ def tokenize(text: str) -> list[Token]:
     Raises :class:`MLIRSyntaxError` (with the offending offset) on an unterminated string
     or a character that cannot start any token outside a ``<...>`` dialect body.
     """
-    return _Lexer(text).run()
+    return _lex(text)
 
 
 def next_significant(tokens: Sequence[Token], index: int, end: int | None = None) -> int:

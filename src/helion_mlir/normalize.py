@@ -56,6 +56,7 @@ _RANKS: dict[torch.memory_format, int | None] = {
 # Dense strides by (memory format, size expressions): torch builds them with SymInt
 # arithmetic (~0.3 ms for symbolic sizes) and the same tile shapes come back again and again.
 _DENSE_STRIDES: dict[tuple, tuple] = {}
+_DENSE_STRIDES_LIMIT = 4096
 
 
 def _expr(value: Any) -> Any:
@@ -83,6 +84,8 @@ def _memory_format(val: torch.Tensor) -> torch.memory_format | None:
         dense = _DENSE_STRIDES.get(key)
         if dense is None:
             dense = tuple(_expr(s) for s in _STRIDE_RULES[memory_format](val.shape))
+            if len(_DENSE_STRIDES) >= _DENSE_STRIDES_LIMIT:
+                _DENSE_STRIDES.clear()
             _DENSE_STRIDES[key] = dense
         # Strides of size-1 dimensions do not matter, as for Tensor.is_contiguous().
         if all(size == 1 or stride == want for size, stride, want in zip(sizes, strides, dense)):
@@ -133,8 +136,9 @@ def node_inputs(node: fx.Node) -> list[fx.Node]:
     Nested lists, tuples, dicts and slices are searched too. This order is the calling
     convention between the importer and the inliner: the i-th entry of ``input_tensors``
     given to the importer, and the i-th operand the inliner binds, describe this i-th node.
-    Unlike ``node.all_input_nodes`` it ignores dependencies that are not arguments (Helion
-    adds such edges, e.g. from ``aten.max.dim`` to its ``_inductor_lowering_extra`` node).
+    Helion's bookkeeping keywords count too (``aten.max.dim`` lists its
+    ``_inductor_lowering_extra`` node in ``kwargs["_extra_deps"]``), so the convention
+    never depends on which keywords an op's schema knows.
     """
     found: dict[fx.Node, None] = {}
     fx.map_arg((node.args, node.kwargs), lambda inp: found.setdefault(inp, None))

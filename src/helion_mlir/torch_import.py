@@ -333,11 +333,20 @@ def _is_helion_full(target: Any) -> bool:
 
 
 def _aten_call(target: Any, args: tuple, kwargs: dict) -> tuple[Any, tuple, dict]:
-    """The ATen call a node stands for; Helion's ``full(shape, value, dtype, device)`` is
-    exactly ``aten.full`` (the device does not show in the emitted IR)."""
+    """The ATen call a node stands for.
+
+    Helion's ``full(shape, value, dtype, device)`` is exactly ``aten.full`` (the device
+    does not show in the emitted IR). Keyword arguments outside the op's schema are
+    Helion's bookkeeping (``_extra_deps`` of ``aten.max.dim``) and are dropped; their
+    nodes still count as inputs, so they stay (unused) function arguments.
+    """
     if _is_helion_full(target):
         bound = dict(zip(("shape", "value", "dtype", "device"), args)) | dict(kwargs)
         return aten.full.default, (bound["shape"], bound["value"]), {"dtype": bound.get("dtype")}
+    schema = getattr(target, "_schema", None)
+    if schema is not None and kwargs:
+        names = {argument.name for argument in schema.arguments}
+        kwargs = {name: value for name, value in kwargs.items() if name in names}
     return target, args, kwargs
 
 
@@ -629,7 +638,10 @@ def _pipelines(output_type: OutputType) -> _Pipelines:
 
 
 def _function_name(target: Any) -> str:
-    return re.sub(r"[^A-Za-z0-9_]", "_", describe_target(target)) or "node"
+    """``aten_add_Tensor``: named after the ATen op, which is part of the cache key."""
+    if _is_helion_full(target):
+        target = aten.full.default
+    return re.sub(r"[^A-Za-z0-9_]", "_", describe_target(target))
 
 
 def _render(diagnostic: Any) -> str:
@@ -970,7 +982,7 @@ class TorchMLIRNodeImporter:
             if cached is not None:
                 results[position] = cached
                 continue
-            misses[key] = _Pending(key, None, _function_name(_aten_call(node.target, (), {})[0]), requesters=[position])
+            misses[key] = _Pending(key, None, _function_name(node.target), requesters=[position])
             inputs_of_miss[key] = (node, values, own_values)
         if misses:
             with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):

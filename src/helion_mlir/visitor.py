@@ -59,6 +59,17 @@ def _nodes_in(tree: Any) -> list[fx.Node]:
     return found
 
 
+# Symbols Helion creates for properties of the active tile (a grid index is its begin).
+_GRID_ORIGINS = {
+    "GridOrigin": "begin",
+    "TileBeginOrigin": "begin",
+    "TileEndOrigin": "end",
+    "TileExtentOrigin": "extent",
+    "TileIdOrigin": "id",
+    "TileCountOrigin": "count",
+}
+
+
 class IRVisitor:
     """Lowers device-IR graphs of one kernel into an :class:`MLIRBuilder`."""
 
@@ -258,7 +269,8 @@ class IRVisitor:
             return self.model.block_sizes[block_id]
         origin = self.model.symbol_origin(symbol)
         value = self._value_of_origin(origin, symbol)
-        self.symbols[symbol] = value
+        if type(origin).__name__ not in _GRID_ORIGINS:
+            self.symbols[symbol] = value
         return value
 
     def _value_of_origin(self, origin: Any, symbol: sympy.Symbol) -> Any:
@@ -272,6 +284,13 @@ class IRVisitor:
             return self.function_arg_values[origin.name]
         if kind == "BlockSizeOrigin":
             return self.model.block_sizes[origin.block_id]
+        if kind in _GRID_ORIGINS:
+            from .lowerings.tiles import tile_scalar
+
+            tile = self.tiles.get(origin.block_id)
+            if tile is None:
+                raise HelionMLIRError(f"symbol {symbol} refers to a tile that is not active here")
+            return tile_scalar(self, tile, _GRID_ORIGINS[kind])
         raise HelionMLIRError(f"cannot resolve symbol {symbol} (origin {origin!r})")
 
     # set by generate.py when the function signature is emitted

@@ -98,12 +98,12 @@ def _match_type(v: "IRVisitor", value: Any, like: Value) -> Value:
     raise HelionMLIRError(f"loop-carried value changes type from {like.type} to {value.type}")
 
 
-def _tile_for(v: "IRVisitor", block_id: int, iv: Scalar, end: Any, size: int, divisible: bool) -> Tile:
+def _tile_for(v: "IRVisitor", block_id: int, iv: Scalar, begin: Any, end: Any, size: int, divisible: bool) -> Tile:
     if divisible:
-        return Tile(block_id, iv, size, size)
+        return Tile(block_id, iv, size, size, begin, end)
     remaining = v.ops.binary("arith.subi", v.ops.index(end), iv)
     extent = v.ops.min_index(v.ops.index(size), remaining)
-    return Tile(block_id, iv, size, extent)
+    return Tile(block_id, iv, size, extent, begin, end)
 
 
 def emit_tile_loops(
@@ -129,7 +129,7 @@ def emit_tile_loops(
     previous = v.tiles.get(block_id)
 
     def level(iv: Scalar, current: list[Value]) -> list[Value]:
-        v.tiles[block_id] = _tile_for(v, block_id, iv, end, size, divisible)
+        v.tiles[block_id] = _tile_for(v, block_id, iv, begin, end, size, divisible)
         return emit_tile_loops(v, block_ids[1:], begins[1:], ends[1:], steps[1:], current, body)
 
     try:

@@ -387,6 +387,11 @@ def _truthy(v: "IRVisitor", ssa: str, dtype: torch.dtype) -> str:
 
 @register_lowering(memory_ops.load)
 def lower_load(v: "IRVisitor", node: fx.Node) -> Tensor:
+    source = v.value(node.args[0])
+    if isinstance(source, Tensor):  # indexing a device value, e.g. tile.index[:, None]
+        from .views import subscript_value
+
+        return subscript_value(v, source, list(node.args[1]))
     _name, host = _host(v, node.args[0])
     val = node.meta.get("val")
     accesses = resolve_index(v, host, node.args[1], list(val.shape) if isinstance(val, torch.Tensor) else None)

@@ -139,30 +139,105 @@ def lower_bool_not(v: "IRVisitor", node: fx.Node) -> Any:
     return v.ops.binary("arith.xori", a, v.ops.const(True, "i1"))
 
 
+def _is_float_value(x: Any) -> bool:
+    return isinstance(x, float) or (isinstance(x, Scalar) and x.type in ("f64", "f32", "f16", "bf16"))
+
+
+def _arith(v: "IRVisitor", a: Any, b: Any, fold: Any, int_op: str, float_op: str | None) -> Any:
+    """``fold(a, b)`` on Python numbers, else the int (index) or float (f64) MLIR op."""
+    if not isinstance(a, Scalar) and not isinstance(b, Scalar):
+        return fold(a, b)
+    if _is_float_value(a) or _is_float_value(b):
+        if float_op is None:
+            raise HelionMLIRError(f"{int_op} has no floating-point form")
+        return v.ops.binary(float_op, v.ops.convert(a, "f64"), v.ops.convert(b, "f64"))
+    return v.ops.binary(int_op, v.ops.index(a), v.ops.index(b))
+
+
 def emit_sympy(v: "IRVisitor", expr: sympy.Expr) -> Any:
-    """Emit an integer sympy expression over resolved symbols as ``index`` arithmetic."""
+    """Emit a sympy expression over resolved symbols: ``index`` for integers, ``f64`` for floats."""
     if isinstance(expr, sympy.Integer):
         return int(expr)
+    if isinstance(expr, (sympy.Float, sympy.Rational)):
+        return float(expr)
     if isinstance(expr, sympy.Symbol):
         return v.resolve_symbol(expr)
-    if isinstance(expr, (sympy.Add, sympy.Mul)):
-        fold, op = (operator.add, "arith.addi") if isinstance(expr, sympy.Add) else (operator.mul, "arith.muli")
-        result = emit_sympy(v, expr.args[0])
-        for term in expr.args[1:]:
-            result = _int_result(v, result, emit_sympy(v, term), fold, op)
-        return result
     name = type(expr).__name__
-    if name == "FloorDiv":
-        return _int_result(v, emit_sympy(v, expr.args[0]), emit_sympy(v, expr.args[1]), operator.floordiv, "arith.floordivsi")
-    if name in ("Mod", "PythonMod"):
-        return _int_result(v, emit_sympy(v, expr.args[0]), emit_sympy(v, expr.args[1]), operator.mod, "arith.remsi")
-    if name in ("Max", "Min"):
-        op = "arith.maxsi" if name == "Max" else "arith.minsi"
-        fold = max if name == "Max" else min
-        result = emit_sympy(v, expr.args[0])
-        for term in expr.args[1:]:
-            result = _int_result(v, result, emit_sympy(v, term), fold, op)
+    args = [emit_sympy(v, a) for a in expr.args]
+    if isinstance(expr, sympy.Add):
+        result = args[0]
+        for term in args[1:]:
+            result = _arith(v, result, term, operator.add, "arith.addi", "arith.addf")
         return result
-    if name == "CeilDiv" or name == "CeilToInt":
-        raise HelionMLIRError(f"symbolic expression {expr} is not supported")
+    if isinstance(expr, sympy.Mul):
+        result = args[0]
+        for term in args[1:]:
+            result = _arith(v, result, term, operator.mul, "arith.muli", "arith.mulf")
+        return result
+    if name == "FloorDiv":
+        return _arith(v, args[0], args[1], operator.floordiv, "arith.floordivsi", None)
+    if name in ("Mod", "PythonMod"):
+        return _arith(v, args[0], args[1], operator.mod, "arith.remsi", None)
+    if name in ("CeilDiv", "CleanDiv"):
+        fold = (lambda a, b: -(-a // b)) if name == "CeilDiv" else operator.floordiv
+        return _arith(v, args[0], args[1], fold, "arith.ceildivsi" if name == "CeilDiv" else "arith.divsi", None)
+    if name in ("FloatTrueDiv", "IntTrueDiv"):
+        return _arith(v, float(args[0]) if not isinstance(args[0], Scalar) else v.ops.convert(args[0], "f64"),
+                      args[1], operator.truediv, "arith.divf", "arith.divf")
+    if name == "ToFloat":
+        return float(args[0]) if not isinstance(args[0], Scalar) else v.ops.convert(args[0], "f64")
+    if name in ("Max", "Min"):
+        fold = max if name == "Max" else min
+        int_op, float_op = ("arith.maxsi", "arith.maximumf") if name == "Max" else ("arith.minsi", "arith.minimumf")
+        result = args[0]
+        for term in args[1:]:
+            result = _arith(v, result, term, fold, int_op, float_op)
+        return result
     raise HelionMLIRError(f"symbolic expression {expr} ({name}) is not supported")
+
+
+_BITWISE = {
+    operator.and_: (operator.and_, "arith.andi"),
+    operator.or_: (operator.or_, "arith.ori"),
+    operator.xor: (operator.xor, "arith.xori"),
+    operator.lshift: (operator.lshift, "arith.shli"),
+    operator.rshift: (operator.rshift, "arith.shrsi"),
+}
+
+
+@register_lowering(*_BITWISE)
+def lower_symint_bitwise(v: "IRVisitor", node: fx.Node) -> Any:
+    fold, op = _BITWISE[node.target]
+    return _arith(v, v.value(node.args[0]), v.value(node.args[1]), fold, op, None)
+
+
+@register_lowering(operator.neg)
+def lower_neg(v: "IRVisitor", node: fx.Node) -> Any:
+    a = v.value(node.args[0])
+    if not isinstance(a, Scalar):
+        return -a
+    if _is_float_value(a):
+        out = v.ops.fresh("neg")
+        v.ops.op(f"{out} = arith.negf {a.ssa} : {a.type}")
+        return Scalar(out, a.type)
+    return v.ops.binary("arith.subi", v.ops.index(0), v.ops.index(a))
+
+
+@register_lowering(torch.sym_float)
+def lower_sym_float(v: "IRVisitor", node: fx.Node) -> Any:
+    a = v.value(node.args[0])
+    return float(a) if not isinstance(a, Scalar) else v.ops.convert(a, "f64")
+
+
+@register_lowering(torch.sym_int)
+def lower_sym_int(v: "IRVisitor", node: fx.Node) -> Any:
+    a = v.value(node.args[0])
+    return int(a) if not isinstance(a, Scalar) else v.ops.convert(a, "index")
+
+
+@register_lowering(torch.sym_max, torch.sym_min)
+def lower_sym_max_min(v: "IRVisitor", node: fx.Node) -> Any:
+    is_max = node.target is torch.sym_max
+    a, b = v.value(node.args[0]), v.value(node.args[1])
+    return _arith(v, a, b, max if is_max else min, "arith.maxsi" if is_max else "arith.minsi",
+                  "arith.maximumf" if is_max else "arith.minimumf")

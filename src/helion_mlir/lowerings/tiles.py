@@ -46,25 +46,48 @@ def lower_tile_index(v: "IRVisitor", node: fx.Node) -> Tensor:
     return v.ops.elementwise([], (tile.size,), dtype, body, hint="tile_index")
 
 
+def tile_scalar(v: "IRVisitor", tile: Tile, what: str) -> Scalar | int:
+    """``begin``, ``end``, ``extent``, ``id`` or ``count`` of the active ``tile``."""
+    if what == "begin":
+        return tile.offset
+    if what == "extent":
+        return tile.extent
+    if what == "end":
+        if isinstance(tile.offset, int) and isinstance(tile.extent, int):
+            return tile.offset + tile.extent
+        return v.ops.binary("arith.addi", v.ops.index(tile.offset), v.ops.index(tile.extent))
+    if what == "id":
+        if isinstance(tile.offset, int):
+            return tile.offset // tile.size
+        return v.ops.binary("arith.divui", v.ops.index(tile.offset), v.ops.index(tile.size))
+    if what == "count":
+        if tile.end is None:
+            raise HelionMLIRError("tile.count of a tile whose loop range is unknown")
+        if isinstance(tile.begin, int) and isinstance(tile.end, int):
+            return -(-(tile.end - tile.begin) // tile.size)
+        span = v.ops.binary("arith.subi", v.ops.index(tile.end), v.ops.index(tile.begin))
+        return v.ops.binary("arith.ceildivsi", span, v.ops.index(tile.size))
+    raise HelionMLIRError(f"unknown tile property {what}")
+
+
 @register_lowering(tile_ops.tile_begin)
 def lower_tile_begin(v: "IRVisitor", node: fx.Node) -> Scalar | int:
-    return active_tile(v, node.args[0]).offset
+    return tile_scalar(v, active_tile(v, node.args[0]), "begin")
 
 
 @register_lowering(tile_ops.tile_end)
 def lower_tile_end(v: "IRVisitor", node: fx.Node) -> Scalar | int:
-    tile = active_tile(v, node.args[0])
-    if isinstance(tile.offset, int) and isinstance(tile.extent, int):
-        return tile.offset + tile.extent
-    return v.ops.binary("arith.addi", v.ops.index(tile.offset), v.ops.index(tile.extent))
+    return tile_scalar(v, active_tile(v, node.args[0]), "end")
 
 
 @register_lowering(tile_ops.tile_id)
 def lower_tile_id(v: "IRVisitor", node: fx.Node) -> Scalar | int:
-    tile = active_tile(v, node.args[0])
-    if isinstance(tile.offset, int):
-        return tile.offset // tile.size
-    return v.ops.binary("arith.divui", v.ops.index(tile.offset), v.ops.index(tile.size))
+    return tile_scalar(v, active_tile(v, node.args[0]), "id")
+
+
+@register_lowering(tile_ops.tile_count)
+def lower_tile_count(v: "IRVisitor", node: fx.Node) -> Scalar | int:
+    return tile_scalar(v, active_tile(v, node.args[0]), "count")
 
 
 @register_lowering(tile_ops.tile_block_size)

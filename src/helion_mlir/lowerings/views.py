@@ -48,25 +48,20 @@ def expand_dims(v: "IRVisitor", value: Tensor, new_axes: list[int]) -> Tensor:
     return result
 
 
-@register_lowering(view_ops.subscript)
-def lower_subscript(v: "IRVisitor", node: fx.Node) -> Tensor:
-    value = v.tensor(node.args[0])
-    index = list(node.args[1])
+def subscript_value(v: "IRVisitor", value: Tensor, index: list[object]) -> Tensor:
+    """``value[index]`` for a device value and an index of ``None`` and ``:`` entries."""
     new_axes: list[int] = []
-    pos = 0
-    src_dim = 0
-    for entry in index:
+    for pos, entry in enumerate(index):
         if entry is None:
             new_axes.append(pos)
-            pos += 1
-        elif isinstance(entry, slice) and entry == slice(None):
-            pos += 1
-            src_dim += 1
-        else:
-            raise HelionMLIRError(f"subscript index {entry!r} is not supported (only None and ':')")
-    while src_dim < value.rank:
-        src_dim += 1
+        elif not (isinstance(entry, slice) and entry == slice(None)):
+            raise HelionMLIRError(f"index {entry!r} of a device value is not supported (only None and ':')")
     return expand_dims(v, value, new_axes)
+
+
+@register_lowering(view_ops.subscript)
+def lower_subscript(v: "IRVisitor", node: fx.Node) -> Tensor:
+    return subscript_value(v, v.tensor(node.args[0]), list(node.args[1]))
 
 
 def _take_last(v: "IRVisitor", value: Tensor, which: int) -> Tensor:
