@@ -28,6 +28,7 @@ reported as errors rather than guessed at.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -83,8 +84,13 @@ def _unquote(token: Token) -> str:
 
 
 # --------------------------------------------------------------------------- module layout
+@functools.lru_cache(maxsize=32)
 def _scan_module(text: str) -> _SourceModule:
-    """Find the alias definitions, the resources section and the functions of a module."""
+    """Find the alias definitions, the resources section and the functions of a module.
+
+    Cached: the same torch-mlir output is often inlined many times (one ATen op at several
+    sites of a kernel). The result is only read afterwards.
+    """
     module = _SourceModule(text, tokenize(text))
     tokens = module.tokens
     brackets: list[str] = []
@@ -272,7 +278,6 @@ class _Survey:
     """What the body's syntax says before any renaming (labels may be used before defined)."""
 
     value_defs: set[int] = field(default_factory=set)  # op results and label arguments
-    label_defs: set[int] = field(default_factory=set)
     labels_by_region: dict[int, list[int]] = field(default_factory=dict)  # '{' index -> label tokens
     root_labels: list[int] = field(default_factory=list)
     return_start: int = -1
@@ -324,7 +329,6 @@ def _survey(module: _SourceModule, function: _Function) -> _Survey:
                 )
                 after = module.significant(close + 1, end)
             if module.is_punct_at(after, ":"):
-                survey.label_defs.add(index)
                 if brackets:
                     survey.labels_by_region.setdefault(brackets[-1], []).append(index)
                 else:
@@ -333,7 +337,7 @@ def _survey(module: _SourceModule, function: _Function) -> _Survey:
                 continue
         if starting and token.kind is TokenKind.VALUE_ID:
             survey.value_defs.update(_result_list(module, index, end))
-        if starting and not brackets and token.text in _RETURN_OPS and survey.return_start < 0:
+        if not brackets and token.text in _RETURN_OPS and survey.return_start < 0:
             survey.return_start = index
             survey.return_end = _statement_end(module, index, end)
         if token.kind is TokenKind.PUNCT:
@@ -602,11 +606,16 @@ class _Inliner:
                 index = self.attribute_token(index, in_location=False, in_alias=False)
 
     def returned(self, index: int) -> str:
+        """The new name of a returned value, with its result number (``%r#1``, or ``%r #1``)."""
         token = self.tokens[index]
         renamed = self.lookup_value(token.value_name)
         if renamed is None:
             raise self.module.error(f"@{self.function.name} returns {token.text}, which it never defines", token)
-        return renamed + token.value_suffix
+        suffix = token.value_suffix
+        after = self.module.significant(index + 1)
+        if not suffix and self.tokens[after].kind is TokenKind.HASH_ID and self.tokens[after].text[1:].isdigit():
+            suffix = self.tokens[after].text
+        return renamed + suffix
 
     def text(self) -> str:
         """The rewritten body with resources registered in the builder; blank lines dropped."""

@@ -133,6 +133,7 @@ _TOKEN = re.compile(
             r"(?P<FLOAT>[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?)",
             r"(?P<INTEGER>0x[0-9A-Fa-f]+|[0-9]+)",
             r"(?P<PUNCT>\.\.\.|->|[()\[\]{}<>,:=?*+\-|])",
+            r"(?P<OTHER>[\s\S])",  # anything else: an error, or a BODY_CHAR inside '<...>'
         ]
     )
 )
@@ -156,30 +157,24 @@ def _lex(text: str) -> list[Token]:
     brackets: list[str] = []
     open_angles = 0
     kinds = TokenKind.__members__
-    pos = 0
-    while pos < len(text):
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            char = text[pos]
-            if char == '"' or text.startswith('@"', pos):
-                raise MLIRSyntaxError("unterminated string literal", text=text, offset=text.index('"', pos))
-            if not open_angles:
-                what = f"expected a name after {char!r}" if char in _SIGILS else f"unexpected character {char!r}"
-                raise MLIRSyntaxError(what, text=text, offset=pos)
-            tokens.append(Token(TokenKind.BODY_CHAR, char, pos))
-            pos += 1
-            continue
+    for match in _TOKEN.finditer(text):
         kind = match.lastgroup
-        assert kind is not None
         token_text = match.group()
+        pos = match.start()
         if kind == "PUNCT":
             if token_text in OPENERS:
                 brackets.append(token_text)
                 open_angles += token_text == "<"
             elif token_text in CLOSERS and brackets and brackets[-1] == CLOSERS[token_text]:
                 open_angles -= brackets.pop() == "<"
-        tokens.append(Token(kinds[kind], token_text, pos))
-        pos = match.end()
+        elif kind == "OTHER":
+            if token_text == '"' or (token_text == "@" and text.startswith('"', pos + 1)):
+                raise MLIRSyntaxError("unterminated string literal", text=text, offset=text.index('"', pos))
+            if not open_angles:
+                what = "expected a name after" if token_text in _SIGILS else "unexpected character"
+                raise MLIRSyntaxError(f"{what} {token_text!r}", text=text, offset=pos)
+            kind = "BODY_CHAR"
+        tokens.append(Token(kinds[kind], token_text, pos))  # type: ignore[index]
     return tokens
 
 

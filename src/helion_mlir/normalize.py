@@ -88,7 +88,11 @@ def _memory_format(val: torch.Tensor) -> torch.memory_format | None:
                 _DENSE_STRIDES.clear()
             _DENSE_STRIDES[key] = dense
         # Strides of size-1 dimensions do not matter, as for Tensor.is_contiguous().
-        if all(size == 1 or stride == want for size, stride, want in zip(sizes, strides, dense)):
+        # (Type checks first: comparing a sympy expression with an int sympifies it.)
+        if all(
+            (type(size) is int and size == 1) or stride is want or (type(stride) is type(want) and stride == want)
+            for size, stride, want in zip(sizes, strides, dense)
+        ):
             return memory_format
     return None
 

@@ -12,11 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from .errors import UnsupportedNodeError
 from .op_catalog import CATALOG, OpCase, dtype_name, iter_case_nodes
 from .output_type import OutputType
-from .torch_import import TorchMLIRLoweringError, TorchMLIRNodeImporter
+from .torch_import import TorchMLIRLoweringError, TorchMLIRNodeImporter, clear_import_cache
 
 __all__ = ["OpSupport", "measure_op_support", "render_op_support", "table_cells", "main"]
 
@@ -41,8 +40,11 @@ def measure_op_support(output_types: Iterable[OutputType] = tuple(OutputType)) -
     """Lower every catalogue case and dtype, with static and symbolic sizes, per output type.
 
     Each output type's nodes go through the batch path once (one pipeline run plus the
-    runs that isolate failures); the per-node results then come from the cache.
+    runs that isolate failures); the per-node results then come from the cache. The
+    cache is cleared first: which batch meets a failure decides the diagnostics quoted,
+    so the table must not depend on what this process imported before.
     """
+    clear_import_cache()
     output_types = tuple(output_types)
     failures: dict[tuple[str, OutputType], dict[tuple[str, str], str]] = {
         (case.name, ot): {} for case in CATALOG for ot in output_types
@@ -72,7 +74,8 @@ def _dtype_list(names: list[str], case: OpCase) -> str:
 def table_cells(support: OpSupport, output_types: Iterable[OutputType] = tuple(OutputType)) -> tuple[
     dict[tuple[str, str], str], list[str]
 ]:
-    """The rendered cells {(case name, output type): text} and the numbered reasons they cite."""
+    """The cells {(case name, output type): text} and the reasons they cite as ``[n]``
+    (1-based), both as written in the Markdown document."""
     notes: list[str] = []
     cells: dict[tuple[str, str], str] = {}
     for case in CATALOG:
@@ -99,7 +102,7 @@ def table_cells(support: OpSupport, output_types: Iterable[OutputType] = tuple(O
                     where = "; ".join(f"{_dtype_list(names, case)} {mode}" for mode, names in modes.items())
                 parts.append(f"no: {where} [{number}]")
             cells[(case.name, output_type.value)] = "<br>".join(parts)
-    return cells, notes
+    return cells, [_escape(note) for note in notes]
 
 
 def render_op_support(support: OpSupport) -> str:
@@ -129,14 +132,14 @@ def render_op_support(support: OpSupport) -> str:
         row = [f"`{case.name}`"] + [cells[(case.name, column)] for column in columns]
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "## Reasons", ""]
-    lines += [f"{number}. {_escape(reason)}" for number, reason in enumerate(notes, start=1)]
+    lines += [f"{number}. {reason}" for number, reason in enumerate(notes, start=1)]
     if not notes:
         lines.append("None: everything lowers.")
     return "\n".join(lines) + "\n"
 
 
 def _escape(text: str) -> str:
-    """Markdown-safe single line: backticks around code-like quotes are left to the reader."""
+    """A reason as a Markdown list item: no table pipes, no raw angle brackets."""
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 

@@ -42,16 +42,14 @@ import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.fx.passes.shape_prop import TensorMetadata
 from torch_mlir import ir
 from torch_mlir.dialects import builtin as builtin_dialect
-from torch_mlir.extras.fx_importer import (
-    SYMBOLIC_OP_TO_TORCH_OP,
-    FxImporter,
-)
+from torch_mlir.extras.fx_importer import SYMBOLIC_OP_TO_TORCH_OP, FxImporter
 from torch_mlir.passmanager import PassManager
 
 from .errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError, describe_target
-from .mlir_context import format_diagnostic, mlir_session
+from .mlir_context import mlir_session
 from .normalize import (
     SCALAR_TYPES,
     node_inputs,
@@ -60,7 +58,6 @@ from .normalize import (
     to_fake_tensor,
 )
 from .output_type import TORCH_BACKEND_PIPELINE, OutputType
-from torch.fx.passes.shape_prop import TensorMetadata
 
 __all__ = [
     "ImportStats",
@@ -78,7 +75,6 @@ aten = torch.ops.aten
 
 InputValue = Any  # torch.Tensor | int | float | bool | torch.SymInt | torch.SymFloat | torch.SymBool
 _SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
-_LITERAL_SCALARS = (bool, int, float)
 
 
 # --------------------------------------------------------------------------------------
@@ -279,12 +275,28 @@ def _check_input_values(node: fx.Node, values: Sequence[InputValue]) -> list[Inp
     return list(values)
 
 
+_STATIC_FAKE_MODE = FakeTensorMode(allow_non_fake_inputs=True)  # for tracing decompositions
 _FAKE_MODES_BY_SHAPE_ENV: "weakref.WeakKeyDictionary[ShapeEnv, FakeTensorMode]" = weakref.WeakKeyDictionary()
-_STATIC_MODE = FakeTensorMode(allow_non_fake_inputs=True)
 
 
-def _fake_mode_for(node: fx.Node, values: Sequence[InputValue]) -> FakeTensorMode:
-    """The fake mode to compute with: the inputs' own (their symbols live in its ShapeEnv)."""
+def _is_static(values: Sequence[InputValue]) -> bool:
+    """No symbolic size, stride or scalar among the inputs."""
+    for value in values:
+        if isinstance(value, _SYMBOLIC_SCALARS):
+            return False
+        if isinstance(value, torch.Tensor) and any(
+            isinstance(d, torch.SymInt) for d in (*value.shape, *value.stride())
+        ):
+            return False
+    return True
+
+
+def _evaluation_mode(node: fx.Node, values: Sequence[InputValue]) -> FakeTensorMode | None:
+    """How to compute with the inputs: None for static inputs, computed on meta tensors
+    (several times cheaper than a fake mode meeting an op for the first time); else the
+    inputs' own fake mode, whose ShapeEnv their symbols live in."""
+    if _is_static(values):
+        return None
     modes = {id(v.fake_mode): v.fake_mode for v in values if isinstance(v, FakeTensor)}
     if len(modes) > 1:
         raise NodeNormalizationError(
@@ -302,14 +314,22 @@ def _fake_mode_for(node: fx.Node, values: Sequence[InputValue]) -> FakeTensorMod
                 mode = FakeTensorMode(shape_env=env, allow_non_fake_inputs=True)
                 _FAKE_MODES_BY_SHAPE_ENV[env] = mode
             return mode
-    return _STATIC_MODE
+    raise AssertionError("symbolic inputs without a shape environment")
 
 
-def _as_fake(value: torch.Tensor, mode: FakeTensorMode) -> FakeTensor:
+def _evaluating(mode: FakeTensorMode | None) -> Any:
+    """Context in which ops run on the placeholder values (see _evaluation_mode)."""
+    return mode if mode is not None else torch.device("meta")
+
+
+def _placeholder_value(value: torch.Tensor, mode: FakeTensorMode | None) -> torch.Tensor:
+    """``value`` as the graph carries it: a meta tensor (static) or a fake tensor of ``mode``."""
+    if mode is None:
+        if value.is_meta and not isinstance(value, FakeTensor):
+            return value
+        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
     if isinstance(value, FakeTensor):
         return value
-    if mode is _STATIC_MODE:
-        return to_fake_tensor(value)
     if value.is_meta:
         with mode:
             return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cpu")
@@ -393,7 +413,9 @@ def _integer_power(base: torch.Tensor, exponent: Any) -> Any:
     return result
 
 
-def _iota_as_arange(length: Any, *, start: Any, step: Any, dtype: torch.dtype, device: Any, requires_grad: bool) -> torch.Tensor:
+def _iota_as_arange(
+    length: Any, *, start: Any, step: Any, dtype: torch.dtype, device: Any, requires_grad: bool
+) -> torch.Tensor:
     # prims.iota is integer-only, and arange over integers yields exactly
     # start, start + step, ... (length values); torch-mlir lowers arange with a
     # symbolic end where it fails on iota with a symbolic length.
@@ -458,14 +480,14 @@ class _NodeRecipe:
 
     node: fx.Node
     call: tuple[Any, tuple, dict]  # ATen target, args and kwargs over the graph's placeholders
-    fake_of: dict[fx.Node, Any]  # placeholder -> fake value (tensor or SymInt)
-    mode: FakeTensorMode
+    fake_of: dict[fx.Node, Any]  # placeholder -> its value (meta/fake tensor or SymInt)
+    mode: FakeTensorMode | None  # see _evaluation_mode
     graph: fx.Graph
     decomposed: bool
 
 
 def _placeholders_for(
-    node: fx.Node, values: Sequence[InputValue], mode: FakeTensorMode
+    node: fx.Node, values: Sequence[InputValue], mode: FakeTensorMode | None
 ) -> tuple[fx.Graph, dict[fx.Node, Any], dict[fx.Node, Any]]:
     """A graph with one placeholder per non-literal input; returns (graph, replacement, fake_of)."""
     graph = fx.Graph()
@@ -473,7 +495,7 @@ def _placeholders_for(
     fake_of: dict[fx.Node, Any] = {}
     for i, (inp, value) in enumerate(zip(node_inputs(node), values)):
         if isinstance(value, torch.Tensor):
-            fake = _as_fake(value, mode)
+            fake = _placeholder_value(value, mode)
         elif isinstance(value, _SYMBOLIC_SCALARS):
             fake = value
         else:
@@ -486,27 +508,109 @@ def _placeholders_for(
     return graph, replacement, fake_of
 
 
-def _computed_result(node: fx.Node, recipe_call: tuple[Any, tuple, dict], fake_of: dict, mode: FakeTensorMode) -> Any:
-    """The node's result for these inputs, from running the op on fake values."""
+def _computed_result(
+    node: fx.Node, recipe_call: tuple[Any, tuple, dict], fake_of: dict, mode: FakeTensorMode | None
+) -> Any:
+    """The node's result for these inputs, from running the op on meta or fake values."""
     target, args, kwargs = recipe_call
+    args = fx.map_arg(args, fake_of.__getitem__)
+    kwargs = dict(fx.map_arg(kwargs, fake_of.__getitem__))
+    if mode is None and kwargs.get("device") is not None:
+        kwargs["device"] = torch.device("meta")  # a factory op must not allocate real memory
     try:
-        with mode:
-            return target(*fx.map_arg(args, fake_of.__getitem__), **fx.map_arg(kwargs, fake_of.__getitem__))
+        with _evaluating(mode):
+            result = target(*args, **kwargs)
     except Exception as err:  # whatever the op's meta function raises
         raise NodeNormalizationError(
             node,
             f"cannot compute its result for the given inputs ({type(err).__name__}: {err})",
             hint="check that input_tensors match what the op accepts (shapes, dtypes)",
         ) from err
+    if isinstance(result, (tuple, list)):
+        # The importer types the parts of a multi-result op from fake tensors.
+        return type(result)(to_fake_tensor(part) if part.is_meta else part for part in result)
+    return result
+
+
+def _check_required_tensors(node: fx.Node, call: tuple[Any, tuple, dict]) -> None:
+    """Refuse a ``None`` where the op's schema requires a tensor.
+
+    Helion's lowering pass replaces inputs its own code generators do not read with
+    ``None`` (``x * x`` becomes ``mul(x, None)``); such a node no longer says what it
+    computes, and torch-mlir would fail with an obscure message.
+    """
+    target, args, kwargs = call
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return
+    for position, argument in enumerate(schema.arguments):
+        if position < len(args):
+            value = args[position]
+        elif argument.name in kwargs:
+            value = kwargs[argument.name]
+        else:
+            continue  # not given: its default applies
+        if value is None and isinstance(argument.type, torch.TensorType):
+            raise NodeNormalizationError(
+                node,
+                f"its tensor argument '{argument.name}' is None",
+                hint="Helion's lowering pass dropped this input; import a twin node built from "
+                "helion_mlir.helion_compat.original_args(node)",
+            )
+
+
+_WRAPPED_SCALAR_DTYPES = {torch.SymBool: torch.bool, torch.SymInt: torch.int64}
+
+
+def _wrap_symbolic_scalars(
+    graph: fx.Graph, call: tuple[Any, tuple, dict], fake_of: dict[fx.Node, Any], mode: FakeTensorMode | None
+) -> tuple[Any, tuple, dict]:
+    """Pass a symbolic scalar that sits where the schema wants a tensor as a 0-d tensor.
+
+    PyTorch accepts ``x // width`` with a SymInt ``width`` for ``div.Tensor_mode`` (a
+    wrapped number); the importer would hand the op a ``!torch.int``. ``scalar_tensor``
+    of int64 / the default float dtype / bool promotes exactly as the wrapped number
+    does: a 0-d tensor never wins over a tensor of its own kind, and a float one yields
+    the default dtype against integers, as a Python float does.
+    """
+    target, args, kwargs = call
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return call
+
+    def wrap(value: Any) -> Any:
+        scalar = fake_of.get(value) if isinstance(value, fx.Node) else None
+        if not isinstance(scalar, _SYMBOLIC_SCALARS):
+            return value
+        dtype = _WRAPPED_SCALAR_DTYPES.get(type(scalar), torch.get_default_dtype())
+        wrapped = graph.create_node(
+            "call_function", aten.scalar_tensor.default, (value,), {"dtype": dtype}, name=f"{value.name}_tensor"
+        )
+        with _evaluating(mode):
+            fake_of[wrapped] = torch.empty((), dtype=dtype)
+        _set_value_meta(wrapped, fake_of[wrapped])
+        return wrapped
+
+    new_args, new_kwargs = list(args), dict(kwargs)
+    for position, argument in enumerate(schema.arguments):
+        if not isinstance(argument.type, torch.TensorType):
+            continue
+        if position < len(new_args):
+            new_args[position] = wrap(new_args[position])
+        elif argument.name in new_kwargs:
+            new_kwargs[argument.name] = wrap(new_kwargs[argument.name])
+    return target, tuple(new_args), new_kwargs
 
 
 def _build_recipe(node: fx.Node, values: Sequence[InputValue], own_values: bool, ctx: ir.Context) -> _NodeRecipe:
     """The minimal importable graph computing ``node`` on ``values``."""
-    mode = _fake_mode_for(node, values)
+    mode = _evaluation_mode(node, values)
     graph, replacement, fake_of = _placeholders_for(node, values, mode)
     args = fx.map_arg(node.args, replacement.__getitem__)
     kwargs = fx.map_arg(node.kwargs, replacement.__getitem__)
     call = _aten_call(node.target, tuple(args), dict(kwargs))
+    _check_required_tensors(node, call)
+    call = _wrap_symbolic_scalars(graph, call, fake_of, mode)
     target = call[0]
     if not _torch_mlir_has_op(target, ctx):
         decomposed = _decomposed_graph(node, call, fake_of, mode, ctx)
@@ -515,12 +619,13 @@ def _build_recipe(node: fx.Node, values: Sequence[InputValue], own_values: bool,
         result = normalize_helion_node(node).meta["val"]
     else:
         result = _computed_result(node, call, fake_of, mode)
-    op = graph.call_function(target, call[1], call[2])
+    # Explicit names: deriving one from the target is a noticeable part of a cold import.
+    op = graph.create_node("call_function", target, call[1], call[2], name="op")
     if isinstance(result, (tuple, list)):
         op.meta["val"] = tuple(result)
         parts = []
         for i, part in enumerate(result):
-            getitem = graph.call_function(operator.getitem, (op, i))
+            getitem = graph.create_node("call_function", operator.getitem, (op, i), name=f"result{i}")
             _set_value_meta(getitem, part)
             parts.append(getitem)
         graph.output(tuple(parts))
@@ -534,7 +639,7 @@ def _decomposed_graph(
     node: fx.Node,
     call: tuple[Any, tuple, dict],
     fake_of: dict[fx.Node, Any],
-    mode: FakeTensorMode,
+    mode: FakeTensorMode | None,
     ctx: ir.Context,
 ) -> fx.Graph:
     """Trace the call through exact decompositions until only ops torch-mlir knows remain."""
@@ -542,6 +647,12 @@ def _decomposed_graph(
 
     target, args, kwargs = call
     placeholders = list(fake_of)
+    inputs = [fake_of[p] for p in placeholders]
+    if mode is None:
+        # Trace on fake CPU tensors: meta tensors would put a meta device into the
+        # graph wherever a decomposition creates a tensor.
+        mode = _STATIC_FAKE_MODE
+        inputs = [_placeholder_value(v, mode) if isinstance(v, torch.Tensor) else v for v in inputs]
 
     def run(*inputs: Any) -> Any:
         env = dict(zip(placeholders, inputs))
@@ -560,9 +671,7 @@ def _decomposed_graph(
             table[op] = decomposition
         try:
             with mode:
-                traced = make_fx(run, decomposition_table=table, tracing_mode="real")(
-                    *(fake_of[p] for p in placeholders)
-                )
+                traced = make_fx(run, decomposition_table=table, tracing_mode="real")(*inputs)
         except Exception as err:  # whatever a decomposition raises for these inputs
             raise _NoDecomposition(f"decomposing {describe_target(target)} failed ({type(err).__name__}: {err})") from err
         to_decompose = sorted(
@@ -574,6 +683,8 @@ def _decomposed_graph(
                 # make_fx records stack traces; drop them so the emitted locations do not
                 # depend on this node and the cached text fits every node of the signature.
                 n.meta.pop("stack_trace", None)
+                if "val" in n.meta:
+                    normalize_helion_node(n)  # meta values become fake ones, as the importer wants
             log.debug("node %s: decomposed %s", node.name, describe_target(target))
             return traced.graph
     raise _NoDecomposition(f"decomposing {describe_target(target)} does not reach ops torch-mlir has")
@@ -645,12 +756,16 @@ def _function_name(target: Any) -> str:
 
 
 def _render(diagnostic: Any) -> str:
-    """A diagnostic without its location: locations here are batch bookkeeping, not the kernel's."""
+    """A diagnostic as it would read for the node alone: without its location (batch
+    bookkeeping, not the kernel's) and with batch function names ``f__3`` back to ``f``."""
     severity = str(getattr(diagnostic, "severity", "error")).rsplit(".", 1)[-1].lower()
     text = f"{severity}: {diagnostic.message}"
     for note in getattr(diagnostic, "notes", ()) or ():
         text += f"\n  note: {note.message}"
-    return text
+    return _BATCH_SUFFIX.sub(r"\1", text)
+
+
+_BATCH_SUFFIX = re.compile(r"\b([A-Za-z_]\w*?)__\d+\b")
 
 
 def _one_line(message: str) -> str:
@@ -710,15 +825,14 @@ class _BatchLowering:
             if errors is None:
                 self._split(module, imported)
                 break
-            entries_run = imported
-            if len(entries_run) == 1:
-                entries_run[0].result = self._lowering_failure([_render(d) for d in errors])
+            if len(imported) == 1:
+                imported[0].result = self._lowering_failure([_render(d) for d in errors])
                 break
-            culprits = self._locate_failures(entries_run)
+            culprits = self._locate_failures(imported)
             if not culprits:
-                self._test_groups(entries_run)
+                self._test_groups(imported)
                 break
-            pending = [e for e in entries_run if e not in culprits]
+            pending = [e for e in imported if e not in culprits]
         if retry_decomposed and self.output_type is not OutputType.RAW:
             self._retry_decomposed(entries)
 
@@ -915,7 +1029,8 @@ def _drop_trailing_operations(module: ir.Module, kept: int) -> None:
 
 
 def _print(op: ir.Operation) -> str:
-    return op.get_asm(enable_debug_info=True)
+    # The pipeline verified the IR already; printing would verify it once more.
+    return op.get_asm(enable_debug_info=True, assume_verified=True)
 
 
 # --------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ class DimAccess:
     size: int | None = 1
     step: int = 1
     index: Tensor | None = None
+    index_extents: tuple[Scalar | int, ...] = ()  # in-bounds lanes of each index-tensor dim
 
     @property
     def padded(self) -> bool:
@@ -85,7 +86,7 @@ def resolve_index(v: "IRVisitor", host: Tensor, index: Sequence[Any], value_shap
             val = entry.meta.get("val")
             if isinstance(val, torch.Tensor):
                 idx = v.tensor(entry)
-                accesses.append(DimAccess("tensor", index=idx, size=None))
+                accesses.append(DimAccess("tensor", index=idx, size=None, index_extents=_lane_extents(v, val, idx)))
                 host_dim += 1
                 value_dim += idx.rank
                 continue
@@ -109,6 +110,19 @@ def resolve_index(v: "IRVisitor", host: Tensor, index: Sequence[Any], value_shap
         accesses.append(_slice_access(v, host, host_dim, slice(None), None))
         host_dim += 1
     return accesses
+
+
+def _lane_extents(v: "IRVisitor", meta: torch.Tensor, value: Tensor) -> tuple[Scalar | int, ...]:
+    """For each dim of an index tensor, how many lanes are in bounds (ragged tiles)."""
+    extents: list[Scalar | int] = []
+    for axis, size in enumerate(value.shape):
+        block_id = v.model.block_id_of(meta.shape[axis]) if axis < meta.dim() else None
+        tile = v.tiles.get(block_id) if block_id is not None else None
+        if tile is not None and tile.ragged and size == tile.size:
+            extents.append(tile.extent)
+        else:
+            extents.append(size if size is not None else v.ops.dim(value, axis))
+    return tuple(extents)
 
 
 def _add_size(v: "IRVisitor", host: Tensor, axis: int, negative: int) -> Scalar | int:
@@ -243,6 +257,15 @@ def _valid_lane_condition(v: "IRVisitor", accesses: Sequence[DimAccess], index_o
             out_dim += 1
         elif a.kind == "tensor":
             assert a.index is not None
+            for axis, extent in enumerate(a.index_extents):
+                if not (isinstance(extent, int) and extent == a.index.shape[axis]):
+                    lt = v.ops.fresh("inb")
+                    v.ops.op(f"{lt} = arith.cmpi slt, {index_of(out_dim + axis)}, {v.ops.index(extent).ssa} : index")
+                    if cond is not None:
+                        both = v.ops.fresh("inb")
+                        v.ops.op(f"{both} = arith.andi {cond}, {lt} : i1")
+                        lt = both
+                    cond = lt
             out_dim += a.index.rank
     return cond
 
@@ -491,8 +514,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
         elif a.kind == "newaxis":
             extents.append(1)
         elif a.kind == "tensor":
-            assert a.index is not None
-            extents.extend(d if d is not None else 0 for d in a.index.shape)
+            extents.extend(a.index_extents)
 
     def nest(depth: int, ivs: list[Scalar], carried: list[Any]) -> list[Any]:
         if depth == len(shape):
