@@ -22,8 +22,8 @@ statement), a block argument in a label (``^bb0(%in: f32):``), or a region argum
 declared in an op's custom syntax before its region (``scf.for %iv = ...
 iter_args(%acc = %init)``): a name that is not visible where it appears is such a region
 argument, scoped to the next region that opens. Uses of a value textually before its
-definition (possible only across blocks of a multi-block region or in graph regions) are
-reported as errors rather than guessed at.
+definition (possible only across blocks of a multi-block region, or in graph regions) are
+not supported; the common cases are reported as errors.
 """
 
 from __future__ import annotations
@@ -565,13 +565,17 @@ class _Inliner:
         return close + 1
 
     def resource_handle(self, index: int, opener: int) -> int:
+        """``dense_resource<key>``: the key becomes a placeholder until the builder names it."""
         key_index = self.module.significant(opener + 1)
         closer = self.module.significant(key_index + 1)
-        key = self.tokens[key_index] if key_index < len(self.tokens) else self.tokens[index]
-        if key.kind not in (TokenKind.BARE_ID, TokenKind.STRING) or not self.module.is_punct_at(closer, ">"):
+        if not (
+            key_index < len(self.tokens)
+            and self.tokens[key_index].kind in (TokenKind.BARE_ID, TokenKind.STRING)
+            and self.module.is_punct_at(closer, ">")
+        ):
             raise self.module.error("expected dense_resource<key>", self.tokens[index])
         self.pieces.extend(t.text for t in self.tokens[index:key_index])
-        self.pieces.append(_ResourceKey(_unquote(key)))
+        self.pieces.append(_ResourceKey(_unquote(self.tokens[key_index])))
         self.pieces.extend(t.text for t in self.tokens[key_index + 1 : closer + 1])
         return closer + 1
 

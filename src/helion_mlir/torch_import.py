@@ -454,10 +454,49 @@ def _torch_mlir_has_op(target: Any, ctx: ir.Context) -> bool:
     return known
 
 
+def _scalar_overload_as_tensor_overload(target: Any) -> Callable[..., Any] | None:
+    """For ``op.Scalar`` with a matching ``op.Tensor`` overload: call the latter with the
+    scalar operands as 0-d tensors (exact, see _scalar_tensor_dtype). torch-mlir often
+    lowers only the Tensor form (``fmod.Scalar`` on integers fails, ``fmod.Tensor`` works)."""
+    if not isinstance(target, torch._ops.OpOverload) or target._overloadname != "Scalar":
+        return None
+    tensor_op = getattr(target.overloadpacket, "Tensor", None)
+    if tensor_op is None:
+        return None
+    scalar_arguments, tensor_arguments = target._schema.arguments, tensor_op._schema.arguments
+    if [a.name for a in scalar_arguments] != [a.name for a in tensor_arguments]:
+        return None
+    wrapped_positions = []
+    for position, (mine, theirs) in enumerate(zip(scalar_arguments, tensor_arguments)):
+        if str(mine.type) == str(theirs.type):
+            continue
+        if not isinstance(mine.type, torch.NumberType) or not isinstance(theirs.type, torch.TensorType):
+            return None
+        wrapped_positions.append(position)
+
+    def rewrite(*args: Any, **kwargs: Any) -> Any:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        new_args = list(args)
+        for position in wrapped_positions:
+            if position < len(new_args) and not isinstance(new_args[position], torch.Tensor):
+                scalar = new_args[position]
+                dtype = _scalar_tensor_dtype(scalar, [t.dtype for t in tensors])
+                # new_full on an input rather than scalar_tensor: a tensor made from
+                # constants only would be evaluated eagerly while tracing, not traced.
+                new_args[position] = aten.new_full.default(tensors[0], [], scalar, dtype=dtype)
+        return tensor_op(*new_args, **kwargs)
+
+    return rewrite
+
+
 def _decomposition_for(target: Any) -> Callable[..., Any] | None:
-    """The package's exact rewrite of ``target``, else torch's reference decomposition."""
+    """An exact rewrite of ``target`` into ops torch-mlir may lower better: the package's
+    own, the Tensor form of a Scalar overload, else torch's reference decomposition."""
     if target in _EXACT_REWRITES:
         return _EXACT_REWRITES[target]
+    rewrite = _scalar_overload_as_tensor_overload(target)
+    if rewrite is not None:
+        return rewrite
     from torch._decomp import decomposition_table
 
     return decomposition_table.get(target)
@@ -559,38 +598,30 @@ def _check_required_tensors(node: fx.Node, call: tuple[Any, tuple, dict]) -> Non
             )
 
 
-_WRAPPED_SCALAR_DTYPES = {torch.SymBool: torch.bool, torch.SymInt: torch.int64}
+def _scalar_tensor_dtype(scalar: Any, tensor_dtypes: Sequence[torch.dtype]) -> torch.dtype:
+    """The dtype of a 0-d tensor that stands for a Python or symbolic scalar operand
+    (a "wrapped number") with the same result dtype and the same single rounding.
 
-
-def _wrap_symbolic_scalars(
-    graph: fx.Graph, call: tuple[Any, tuple, dict], fake_of: dict[fx.Node, Any], mode: FakeTensorMode | None
-) -> tuple[Any, tuple, dict]:
-    """Pass a symbolic scalar that sits where the schema wants a tensor as a 0-d tensor.
-
-    PyTorch accepts ``x // width`` with a SymInt ``width`` for ``div.Tensor_mode`` (a
-    wrapped number); the importer would hand the op a ``!torch.int``. ``scalar_tensor``
-    of int64 / the default float dtype / bool promotes exactly as the wrapped number
-    does: a 0-d tensor never wins over a tensor of its own kind, and a float one yields
-    the default dtype against integers, as a Python float does.
+    A 0-d tensor never wins type promotion over a tensor of its own kind, so int64 and
+    bool stand for ints and bools exactly. A float beside floating tensors is carried as
+    float64 (converted once, to the result dtype, as a wrapped number is); beside integer
+    tensors it must be the default dtype, which is then the result dtype.
     """
+    if isinstance(scalar, (bool, torch.SymBool)):
+        return torch.bool
+    if isinstance(scalar, (int, torch.SymInt)):
+        return torch.int64
+    if any(dtype.is_floating_point for dtype in tensor_dtypes):
+        return torch.float64
+    return torch.get_default_dtype()
+
+
+def _map_tensor_arguments(call: tuple[Any, tuple, dict], wrap: Callable[[Any], Any]) -> tuple[Any, tuple, dict]:
+    """``call`` with ``wrap`` applied to each argument the op's schema types as a Tensor."""
     target, args, kwargs = call
     schema = getattr(target, "_schema", None)
     if schema is None:
         return call
-
-    def wrap(value: Any) -> Any:
-        scalar = fake_of.get(value) if isinstance(value, fx.Node) else None
-        if not isinstance(scalar, _SYMBOLIC_SCALARS):
-            return value
-        dtype = _WRAPPED_SCALAR_DTYPES.get(type(scalar), torch.get_default_dtype())
-        wrapped = graph.create_node(
-            "call_function", aten.scalar_tensor.default, (value,), {"dtype": dtype}, name=f"{value.name}_tensor"
-        )
-        with _evaluating(mode):
-            fake_of[wrapped] = torch.empty((), dtype=dtype)
-        _set_value_meta(wrapped, fake_of[wrapped])
-        return wrapped
-
     new_args, new_kwargs = list(args), dict(kwargs)
     for position, argument in enumerate(schema.arguments):
         if not isinstance(argument.type, torch.TensorType):
@@ -602,6 +633,33 @@ def _wrap_symbolic_scalars(
     return target, tuple(new_args), new_kwargs
 
 
+def _wrap_symbolic_scalars(
+    graph: fx.Graph, call: tuple[Any, tuple, dict], values_of: dict[fx.Node, Any], mode: FakeTensorMode | None
+) -> tuple[Any, tuple, dict]:
+    """Pass a symbolic scalar that sits where the schema wants a tensor as a 0-d tensor.
+
+    PyTorch accepts ``x // width`` with a SymInt ``width`` for ``div.Tensor_mode`` (as a
+    wrapped number); the importer would hand the op a ``!torch.int`` instead of a tensor.
+    New nodes and their values are added to ``graph`` and ``values_of``.
+    """
+    tensor_dtypes = [v.dtype for v in values_of.values() if isinstance(v, torch.Tensor)]
+
+    def wrap(value: Any) -> Any:
+        scalar = values_of.get(value) if isinstance(value, fx.Node) else None
+        if not isinstance(scalar, _SYMBOLIC_SCALARS):
+            return value
+        dtype = _scalar_tensor_dtype(scalar, tensor_dtypes)
+        wrapped = graph.create_node(
+            "call_function", aten.scalar_tensor.default, (value,), {"dtype": dtype}, name=f"{value.name}_tensor"
+        )
+        with _evaluating(mode):
+            values_of[wrapped] = torch.empty((), dtype=dtype)
+        _set_value_meta(wrapped, values_of[wrapped])
+        return wrapped
+
+    return _map_tensor_arguments(call, wrap)
+
+
 def _build_recipe(node: fx.Node, values: Sequence[InputValue], own_values: bool, ctx: ir.Context) -> _NodeRecipe:
     """The minimal importable graph computing ``node`` on ``values``."""
     mode = _evaluation_mode(node, values)
@@ -610,17 +668,18 @@ def _build_recipe(node: fx.Node, values: Sequence[InputValue], own_values: bool,
     kwargs = fx.map_arg(node.kwargs, replacement.__getitem__)
     call = _aten_call(node.target, tuple(args), dict(kwargs))
     _check_required_tensors(node, call)
-    call = _wrap_symbolic_scalars(graph, call, fake_of, mode)
     target = call[0]
     if not _torch_mlir_has_op(target, ctx):
         decomposed = _decomposed_graph(node, call, fake_of, mode, ctx)
         return _NodeRecipe(node, call, fake_of, mode, decomposed, True)
+    values_of = dict(fake_of)
+    wrapped_call = _wrap_symbolic_scalars(graph, call, values_of, mode)
     if own_values and target is node.target:
         result = normalize_helion_node(node).meta["val"]
     else:
-        result = _computed_result(node, call, fake_of, mode)
+        result = _computed_result(node, wrapped_call, values_of, mode)
     # Explicit names: deriving one from the target is a noticeable part of a cold import.
-    op = graph.create_node("call_function", target, call[1], call[2], name="op")
+    op = graph.create_node("call_function", target, wrapped_call[1], wrapped_call[2], name="op")
     if isinstance(result, (tuple, list)):
         op.meta["val"] = tuple(result)
         parts = []
@@ -654,9 +713,18 @@ def _decomposed_graph(
         mode = _STATIC_FAKE_MODE
         inputs = [_placeholder_value(v, mode) if isinstance(v, torch.Tensor) else v for v in inputs]
 
+    tensor_dtypes = [v.dtype for v in inputs if isinstance(v, torch.Tensor)]
+
+    def as_tensor(value: Any) -> Any:
+        if isinstance(value, _SYMBOLIC_SCALARS):
+            return aten.scalar_tensor.default(value, dtype=_scalar_tensor_dtype(value, tensor_dtypes))
+        return value
+
     def run(*inputs: Any) -> Any:
         env = dict(zip(placeholders, inputs))
-        return target(*fx.map_arg(args, env.__getitem__), **fx.map_arg(kwargs, env.__getitem__))
+        traced_call = (target, fx.map_arg(args, env.__getitem__), dict(fx.map_arg(kwargs, env.__getitem__)))
+        op, op_args, op_kwargs = _map_tensor_arguments(traced_call, as_tensor)
+        return op(*op_args, **op_kwargs)
 
     table: dict[Any, Callable[..., Any]] = {}
     to_decompose = [target]

@@ -19,6 +19,7 @@ from ..errors import HelionMLIRError, UnsupportedNodeError
 from ..helion_compat import original_args
 from ..inline import inline_torch_mlir_output
 from ..ir_values import HostRef, Scalar, Tensor
+from ..mlir_types import element_type
 from ..normalize import node_inputs
 from ..output_type import OutputType
 
@@ -35,26 +36,126 @@ def is_aten_op(target: Any) -> bool:
 
 def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
     recorded = original_args(node)
-    if recorded is None or (recorded[1] == node.args and recorded[2] == dict(node.kwargs)):
+    args, kwargs = (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
+    target = node.target
+    if v.importer.output_type in (OutputType.TOSA, OutputType.STABLEHLO):
+        target = tensor_operand_overload(target, args, kwargs)
+    args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
+    if not numbers and target is node.target and args == node.args and kwargs == dict(node.kwargs):
         return _checked(v, node, import_and_inline(v, node, _input_values(v, node)))
-    # Helion rewrote the node's arguments for its own code generators: import a twin
-    # that has the arguments as traced.
-    with node.graph.inserting_after(node):
-        twin = node.graph.call_function(node.target, tuple(recorded[1]), dict(recorded[2]))
+    # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
+    # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
+    with node.graph.inserting_before(node):
+        stand_ins = {}
+        for slot, number in numbers.items():
+            stand_in = node.graph.call_function(torch.ops.aten.scalar_tensor.default, (0,))
+            stand_ins[slot] = stand_in
+        args = tuple(stand_ins.get(("arg", i), a) for i, a in enumerate(args))
+        kwargs = {k: stand_ins.get(("kwarg", k), a) for k, a in kwargs.items()}
+        twin = node.graph.call_function(target, args, kwargs)
     twin.meta = {k: val for k, val in node.meta.items() if k != "lowering"}
     try:
-        return _checked(v, node, import_and_inline(v, twin, _input_values(v, twin)))
+        values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
+        return _checked(v, node, import_and_inline(v, twin, values))
     except UnsupportedNodeError as err:  # name the node the user's graph has
         raise UnsupportedNodeError(node, err.summary, output_type=err.output_type, diagnostics=err.diagnostics) from None
     finally:
         node.graph.erase_node(twin)
+        for stand_in in stand_ins.values():
+            node.graph.erase_node(stand_in)
 
 
-def _input_values(v: "IRVisitor", node: fx.Node) -> list[Any]:
-    """The values of ``node``'s inputs; a reduction over ragged tile dims gets only the
-    in-bounds lanes (exact for every reduction, mean and variance included)."""
+def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The sibling overload taking tensors where ``target`` takes scalars (``lt.Scalar`` ->
+    ``lt.Tensor``, ``pow.Scalar`` -> ``pow.Tensor_Tensor``), for backends (tosa, stablehlo)
+    that cannot legalize the scalar forms; ``target`` itself when there is none."""
+    if target in _SHIFT_AS_TENSOR_OP:
+        return _SHIFT_AS_TENSOR_OP[target]
+    schema = getattr(target, "_schema", None)
+    if schema is None or not any(_is_scalar_type(a.type) for a in schema.arguments):
+        return target
+    for name in target.overloadpacket.overloads():
+        candidate = getattr(target.overloadpacket, name)
+        other = candidate._schema
+        if other.is_mutable or len(other.arguments) != len(schema.arguments) or len(other.returns) != len(schema.returns):
+            continue
+        upgrades = 0
+        for mine, theirs in zip(schema.arguments, other.arguments):
+            if str(mine.type) == str(theirs.type):
+                continue
+            if _is_scalar_type(mine.type) and isinstance(theirs.type, torch._C.TensorType):
+                upgrades += 1
+                continue
+            break
+        else:
+            if upgrades:
+                return candidate
+    return target
+
+
+# torch-mlir has the bitwise_*_shift tensor forms but not the __*shift__ ones.
+_SHIFT_AS_TENSOR_OP = {
+    torch.ops.aten.__rshift__.Scalar: torch.ops.aten.bitwise_right_shift.Tensor,
+    torch.ops.aten.__lshift__.Scalar: torch.ops.aten.bitwise_left_shift.Tensor,
+    torch.ops.aten.__rshift__.Tensor: torch.ops.aten.bitwise_right_shift.Tensor,
+    torch.ops.aten.__lshift__.Tensor: torch.ops.aten.bitwise_left_shift.Tensor,
+}
+
+
+def _is_scalar_type(t: Any) -> bool:
+    return str(t) in ("Scalar", "number", "float", "int")
+
+
+def _numbers_as_tensors(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], dict[tuple[str, Any], Any]]:
+    """Find numbers (literals or scalar nodes) in tensor-typed slots of the op's schema.
+
+    torch-mlir turns ``add.Tensor(x, 2.0)`` into ``add.Scalar``, which tosa cannot
+    legalize with a runtime scalar, and rejects a literal in a tensor slot outright
+    (``div.Tensor_mode(x, 3)``). Such numbers become 0-d tensor inputs instead.
+    """
+    schema = getattr(target, "_schema", None)
+    found: dict[tuple[str, Any], Any] = {}
+    if schema is None:
+        return args, kwargs, found
+    for i, spec in enumerate(schema.arguments):
+        if not isinstance(spec.type, torch._C.TensorType):
+            continue
+        slot, value = (("arg", i), args[i]) if i < len(args) else (("kwarg", spec.name), kwargs.get(spec.name))
+        is_scalar_node = isinstance(value, fx.Node) and isinstance(
+            value.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)
+        )
+        if is_scalar_node or (isinstance(value, (int, float, bool)) and not isinstance(value, type(None))):
+            found[slot] = value
+    return args, kwargs, found
+
+
+def _zero_dim_tensor(v: "IRVisitor", number: Any, partner: torch.dtype | None) -> Tensor:
+    """``number`` as a 0-d tensor whose dtype promotes with ``partner`` as the plain number would."""
+    value = v.value(number) if isinstance(number, fx.Node) else number
+    if isinstance(value, Tensor):
+        return value
+    kind = _scalar_kind(None, value) if isinstance(value, Scalar) else type(value)
+    if kind is bool:
+        dtype = torch.bool
+    elif kind is float:
+        dtype = partner if partner is not None and partner.is_floating_point else torch.float32
+    else:
+        dtype = partner if partner is not None and not partner.is_floating_point and partner != torch.bool else torch.int64
+    elt = element_type(dtype)
+    scalar = v.ops.convert(value, elt) if isinstance(value, Scalar) else v.ops.const(value, elt)
+    result = Tensor(v.ops.fresh("t0d"), (), dtype)
+    v.ops.op(f"{result.ssa} = tensor.from_elements {scalar.ssa} : {result.type}")
+    return result
+
+
+def _input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | None = None) -> list[Any]:
+    """The values of ``node``'s inputs (``numbers``: stand-in nodes for numbers to pass as
+    0-d tensors); a reduction over ragged tile dims gets only the in-bounds lanes (exact
+    for every reduction, mean and variance included)."""
     inputs = node_inputs(node)
-    values = [v.value(n) for n in inputs]
+    numbers = numbers or {}
+    partner = next((x.dtype for x in (_resolved(v, n) for n in inputs if n not in numbers) if isinstance(x, Tensor)), None)
+    values = [_zero_dim_tensor(v, numbers[n], partner) if n in numbers else v.value(n) for n in inputs]
     reduced = reduced_dims(node)
     if reduced is None or not inputs or node.args[0] is not inputs[0]:
         return values
@@ -76,6 +177,11 @@ def _input_values(v: "IRVisitor", node: fx.Node) -> list[Any]:
     if clipped:
         values[0] = v.ops.slice_prefix(source, extents)
     return values
+
+
+def _resolved(v: "IRVisitor", n: fx.Node) -> Any:
+    value = v.value(n)
+    return v.state[value.name] if isinstance(value, HostRef) else value
 
 
 def reduced_dims(node: fx.Node) -> list[int] | str | None:
