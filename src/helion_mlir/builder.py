@@ -14,7 +14,7 @@ import logging
 import re
 import textwrap
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, KeysView, Mapping
 from contextlib import contextmanager
 
 from .errors import MLIRSyntaxError
@@ -58,14 +58,15 @@ class MLIRBuilder:
     def __init__(self) -> None:
         self._lines: list[str] = []
         self._depth = 0
-        self._names: set[str] = set()
-        self._labels: set[str] = set()
+        # dicts used as ordered sets: their key views are live, read-only and set-like.
+        self._names: dict[str, None] = {}
+        self._labels: dict[str, None] = {}
         self._counters: dict[str, int] = {}
         self._aliases: dict[str, str] = {}
         self._resources: dict[str, dict[str, str]] = {}
 
     # ----------------------------------------------------------------- names
-    def _unique(self, sigil: str, hint: str, taken: set[str]) -> str:
+    def _unique(self, sigil: str, hint: str, taken: dict[str, None]) -> str:
         # A hint ending in a digit gets a separator, so 'x1' + 3 does not read as 'x13'.
         separator = "_" if hint[-1].isdigit() else ""
         counter = self._counters.get(sigil + hint, 0)
@@ -74,7 +75,7 @@ class MLIRBuilder:
             counter += 1
             if name not in taken:
                 self._counters[sigil + hint] = counter
-                taken.add(name)
+                taken[name] = None
                 return name
 
     def fresh(self, hint: str = "v") -> str:
@@ -93,16 +94,16 @@ class MLIRBuilder:
         taken = self._names if sigil == "%" else self._labels
         if name in taken:
             raise MLIRSyntaxError(f"{name} is already taken in this module")
-        taken.add(name)
+        taken[name] = None
 
     def is_taken(self, name: str) -> bool:
         """Whether ``name`` (an SSA name or a block label) was handed out or reserved."""
         return name in self._names or name in self._labels
 
     @property
-    def names(self) -> frozenset[str]:
-        """Every SSA name handed out or reserved so far."""
-        return frozenset(self._names)
+    def names(self) -> KeysView[str]:
+        """Every SSA name handed out or reserved so far (a live, read-only, set-like view)."""
+        return self._names.keys()
 
     # ------------------------------------------------------------------ text
     def emit(self, text: str) -> None:

@@ -104,9 +104,9 @@ def _emit_function(v: IRVisitor) -> None:
     signature = f"func.func @{model.name}({', '.join(arg_decls)}) -> ({', '.join(result_types)})"
     with ops.region(signature + " {"):
         _bind_function_symbols(v)
-        for block_id, (size, numel) in model.persistent_reductions.items():
+        for block_id, numel in model.persistent_reductions.items():
             extent = v.eval_symbolic(numel)
-            v.tiles[block_id] = Tile(block_id, 0, size, extent)
+            v.tiles[block_id] = Tile(block_id, 0, extent if isinstance(extent, int) else None, extent, 0, extent)
         for root in model.root_loops:
             _emit_root(v, root)
         results = [v.state[name] for name in model.results]

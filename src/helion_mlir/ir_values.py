@@ -51,15 +51,19 @@ class Tile:
     ``size`` is the static tile size every tile-shaped value has along this dimension;
     ``extent`` is how many of those lanes are in bounds (an int when known statically).
     Lanes at and beyond ``extent`` are padding: loads fill them, stores skip them.
+    A whole dimension (a reduction dimension) is a tile with ``size`` equal to its extent,
+    or ``None`` when that is only known at run time (the dimension is dynamic, unpadded).
     """
 
     block_id: int
     offset: "Scalar | int"
-    size: int
+    size: int | None
     extent: "Scalar | int"
     begin: "Scalar | int" = 0  # the loop's range, for tile.count
     end: "Scalar | int | None" = None
 
     @property
     def ragged(self) -> bool:
+        if self.size is None:
+            return False
         return not (isinstance(self.extent, int) and self.extent == self.size)

@@ -238,17 +238,19 @@ class KernelModel:
                 loops.append(RootLoop(self.device_ir.root_ids[root_index], phase_index, tuple(dims)))
         return loops
 
-    def _persistent_reductions(self) -> dict[int, tuple[int, Any]]:
-        """Reduction dims kept whole (no reduction loop): block id -> (padded size, numel)."""
-        env = self.bound.env
-        found: dict[int, tuple[int, Any]] = {}
-        for info in env.block_sizes:
+    def _persistent_reductions(self) -> dict[int, Any]:
+        """Reduction dims, kept whole: block id -> number of elements (int or SymInt).
+
+        They are lowered unpadded at their exact size; reduction loops
+        (``config.reduction_loops``) are lowered in this persistent form too.
+        """
+        found: dict[int, Any] = {}
+        for info in self.bound.env.block_sizes:
             if type(info.block_size_source).__name__ != "ReductionLoopBlockSizeSource":
                 continue
-            chunk = env.config_spec.reduction_loops.config_get(self.config.reduction_loops, info.block_id, None)
             owner = self.block_vars.get(info.var._sympy_()) if isinstance(info.var, torch.SymInt) else None
-            if chunk is None and info.block_id in self.block_sizes and owner == info.block_id:
-                found[info.block_id] = (self.block_sizes[info.block_id], info.size)
+            if owner == info.block_id:
+                found[info.block_id] = info.size
         return found
 
     def block_id_of(self, size: Any) -> int | None:

@@ -18,23 +18,31 @@ Calling convention (shared with the inliner). ``input_tensors`` has one entry pe
   a caller concretizes tile sizes: ``full([u0, u1], ...)`` with ``input_tensors=[32, 32]``
   lowers as ``full([32, 32], ...)``.
 
-The function's arguments are therefore the non-literal inputs, in node_inputs order.
+The function's arguments are therefore the non-literal inputs, in node_inputs order
+(an input the op does not read, such as Helion's ``_extra_deps``, stays an unused
+argument). A symbolic scalar where the op's schema wants a tensor (``x // width``) is
+passed on as a 0-d tensor with the same type promotion.
 
-Cost. Building a context, importing and lowering one node costs milliseconds, and a
-kernel has dozens of nodes with few distinct signatures, so results are cached per
+Ops torch-mlir does not define (``aten.bmm.dtype``), and nodes it fails to lower, go
+through exact rewrites (``_EXACT_REWRITES``, a Scalar overload's Tensor form) or torch's
+reference decompositions, traced with ``make_fx``, before counting as unsupported.
+
+Cost. Importing and lowering one node costs milliseconds, and a kernel has dozens of
+nodes with few distinct signatures, so results (failures included) are cached per
 process on everything that determines them, and :func:`import_nodes` lowers all cache
 misses of a kernel together in one module with one pipeline run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import operator
 import re
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -738,7 +746,7 @@ def _decomposed_graph(
                 )
             table[op] = decomposition
         try:
-            with mode:
+            with mode, _quiet(_FAKE_TENSOR_LOG):
                 traced = make_fx(run, decomposition_table=table, tracing_mode="real")(*inputs)
         except Exception as err:  # whatever a decomposition raises for these inputs
             raise _NoDecomposition(f"decomposing {describe_target(target)} failed ({type(err).__name__}: {err})") from err
@@ -759,6 +767,19 @@ def _decomposed_graph(
 
 
 _MAX_DECOMPOSITION_ROUNDS = 4
+# torch logs a traceback at error level whenever an op's meta function raises; a
+# decomposition that does not apply is an expected outcome here, reported our own way.
+_FAKE_TENSOR_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+
+
+@contextlib.contextmanager
+def _quiet(logger: logging.Logger) -> Iterator[None]:
+    previous = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
 
 
 class _NoDecomposition(Exception):
@@ -933,12 +954,18 @@ class _BatchLowering:
         return module, imported
 
     def _lower(self, module: ir.Module) -> list[Any] | None:
-        """Run the whole lowering once; the error diagnostics when it fails, else None."""
-        if self.output_type is OutputType.RAW:
-            return None
-        _CACHE.count_lowering_run()
-        pipelines = _pipelines(self.output_type)
+        """Run the whole lowering once; the error diagnostics when it fails, else None.
+
+        Raw output runs no pipeline, so it is verified here instead (texts are printed
+        without a second verification).
+        """
         try:
+            if self.output_type is OutputType.RAW:
+                if not module.operation.verify():
+                    return [_PlainDiagnostic("the imported module does not verify")]
+                return None
+            _CACHE.count_lowering_run()
+            pipelines = _pipelines(self.output_type)
             pipelines.flat.run(module.operation)
             if pipelines.per_function is not None:
                 for func in list(module.body.operations):

@@ -235,7 +235,7 @@ class IRVisitor:
                 continue
             block_id = self.model.block_id_of(size)
             if block_id is not None and block_id in self.tiles:
-                shape.append(self.tiles[block_id].size)
+                shape.append(self.tiles[block_id].size)  # None: a dynamic whole dimension
             elif block_id is not None and block_id in self.model.block_sizes:
                 shape.append(self.model.block_sizes[block_id])
             else:
@@ -265,7 +265,10 @@ class IRVisitor:
         if symbol in self.symbols:
             return self.symbols[symbol]
         block_id = self.model.block_vars.get(symbol)
-        if block_id is not None:
+        if block_id is not None:  # a tile's size; a whole dimension's may be dynamic
+            tile = self.tiles.get(block_id)
+            if tile is not None:
+                return tile.size if tile.size is not None else tile.extent
             return self.model.block_sizes[block_id]
         origin = self.model.symbol_origin(symbol)
         value = self._value_of_origin(origin, symbol)

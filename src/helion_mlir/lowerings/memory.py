@@ -49,7 +49,9 @@ class DimAccess:
 
     @property
     def padded(self) -> bool:
-        return self.kind == "slice" and not (isinstance(self.extent, int) and self.extent == self.size)
+        if self.kind != "slice" or self.size is None:  # a dynamic dim holds exactly its lanes
+            return False
+        return not (isinstance(self.extent, int) and self.extent == self.size)
 
 
 def _host(v: "IRVisitor", arg: Any) -> tuple[str, Tensor]:
@@ -191,9 +193,8 @@ def _pad_to_tile(v: "IRVisitor", valid: Tensor, accesses: Sequence[DimAccess], f
     if not any(a.padded for a in slices):
         return valid
     shape = tuple(a.size for a in slices)
-    if any(s is None for s in shape):
-        raise HelionMLIRError("a padded tile needs a static tile size")
-    base = v.ops.fill(shape, valid.dtype, fill)
+    dynamic = [v.ops.index(a.extent) for a in slices if a.size is None]  # whole dims: exactly their lanes
+    base = v.ops.fill(shape, valid.dtype, fill, dynamic)
     zeros = ", ".join("0" for _ in slices)
     sizes = ", ".join(_static(a.extent) for a in slices)
     ones = ", ".join("1" for _ in slices)
@@ -433,7 +434,10 @@ def _value_to_store(v: "IRVisitor", arg: Any, host: Tensor, accesses: Sequence[D
     if not isinstance(value, Tensor):
         raise HelionMLIRError(f"cannot store {value!r}")
     value = v.ops.cast(value, host.dtype)
-    if value.rank < len(shape) or any(a != b for a, b in zip(value.shape[::-1], shape[::-1])):
+    lead = len(shape) - value.rank
+    # A dynamic target dim takes the value's own size there.
+    shape = [s if s is not None or i < lead else value.shape[i - lead] for i, s in enumerate(shape)]
+    if lead > 0 or any(a != b for a, b in zip(value.shape, shape[lead:])):
         value = v.ops.broadcast_to(value, shape)
     return value
 

@@ -141,21 +141,18 @@ def lower_mask_to(v: "IRVisitor", node: fx.Node) -> Tensor:
     return mask_lanes(v, value, ragged_dims(v, node, value.rank), fill)
 
 
-def _shape_entry(v: "IRVisitor", entry: Any) -> int:
-    value = v.value(entry)
-    if isinstance(value, int):
-        return value
-    raise HelionMLIRError(f"tensor size {entry} is not known at compile time")
-
-
 @register_lowering(creation_ops.full)
 def lower_full(v: "IRVisitor", node: fx.Node) -> Tensor:
     shape_arg, value_arg, dtype = node.args[0], node.args[1], node.args[2]
-    shape = [_shape_entry(v, s) for s in shape_arg]
+    sizes = [v.value(s) for s in shape_arg]
+    if not all(isinstance(s, (int, Scalar)) for s in sizes):
+        raise HelionMLIRError(f"tensor sizes {sizes} are not integers")
+    shape = [s if isinstance(s, int) else None for s in sizes]
+    dynamic = [v.ops.index(s) for s in sizes if isinstance(s, Scalar)]
     value = v.value(value_arg)
     if isinstance(value, Tensor):
         value = v.scalar(value_arg, element_type(dtype))
-    return v.ops.fill(shape, dtype, value)
+    return v.ops.fill(shape, dtype, value, dynamic)
 
 
 @register_lowering(_tracing_ops._constant_tensor)

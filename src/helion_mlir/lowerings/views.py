@@ -77,7 +77,7 @@ def _take_last(v: "IRVisitor", value: Tensor, which: int) -> Tensor:
 @register_lowering(view_ops.split)
 def lower_split(v: "IRVisitor", node: fx.Node) -> tuple[Tensor, Tensor]:
     value = v.tensor(node.args[0])
-    if value.shape[-1] != 2:
+    if value.shape[-1] not in (2, None):
         raise HelionMLIRError("split needs a last dimension of size 2")
     return _take_last(v, value, 0), _take_last(v, value, 1)
 
