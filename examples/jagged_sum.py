@@ -1,10 +1,10 @@
 """Jagged (ragged-batch) sum: rows ``offsets[b]:offsets[b+1]`` of ``values`` summed per segment.
 
 ``values`` is ``[total_rows, D]``; ``offsets`` is an int64 ``[B + 1]`` prefix sum of segment
-lengths (some segments are empty). One program per segment (``hl.grid``) and feature tile
-loops over ``hl.tile(start, end)`` where ``start``/``end`` are loaded from ``offsets``.
-Exercises: ``hl.grid`` (scalar program ids), scalar loads with a SymInt index (``b + 1``),
-data-dependent ``_for_loop`` bounds, sums over a masked row tile.
+lengths (some segments are empty). There is one program per segment (``hl.grid``); for each
+feature tile it loops over ``hl.tile(start, end)``, with ``start``/``end`` loaded from ``offsets``.
+Exercises: ``hl.grid`` (scalar program ids), scalar loads with a SymInt index (``seg + 1``),
+``_for_loop`` bounds that are loaded 0-d tensors, sums over a masked row tile.
 """
 
 from __future__ import annotations

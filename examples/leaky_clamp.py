@@ -1,8 +1,8 @@
 """Leaky ReLU followed by a symmetric clamp, both parameterised by float scalar arguments.
 
 ``y = where(x > 0, x, slope * x)`` then ``where(|y| > limit, sign(y) * limit, y)``.
-Exercises: ``aten.where.self`` with tensor and scalar branches (``scalar_tensor``),
-``aten.gt``/``abs``/``sign``, two float scalar arguments (``zuf0``, ``zuf1``), a 2-D grid.
+Exercises: ``aten.where.self`` whose branches are tensors computed from float scalar arguments
+(``_get_symnode('zuf0')``/``('zuf1')``), ``aten.gt.Scalar``/``abs``/``sign``, a 2-D grid.
 """
 
 from __future__ import annotations

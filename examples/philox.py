@@ -30,6 +30,7 @@ def philox(counters: torch.Tensor, seed: int) -> torch.Tensor:
         c0 = counters[tile] & 0xFFFFFFFF
         c1 = hl.zeros([tile], dtype=torch.int64)
         key = hl.full([tile], seed, dtype=torch.int64) & 0xFFFFFFFF
+        # Literals, not the module constants: a global number would arrive as a symbol (u*).
         for _ in hl.static_range(10):  # PHILOX_ROUNDS
             prod = c0 * 0xD256D193
             c0 = ((prod >> 32) & 0xFFFFFFFF) ^ c1 ^ key

@@ -1,8 +1,8 @@
 """Row sum with an explicit inner loop over column tiles and a float32 accumulator.
 
 Exercises: a nested ``hl.tile`` (``_for_loop`` + ``ForLoopGraphInfo``), loop-carried
-accumulator (``_new_var``/``_phi``), ``hl.zeros`` (``full``), ``aten.sum.dim_IntList`` on a
-masked tile (``_mask_to``), ragged rows and columns.
+accumulator (``_new_var``/``_phi``), ``hl.zeros`` (``full``), ``aten.sum.dim_IntList`` of a tile
+whose out-of-range lanes are loaded as 0 (no ``_mask_to`` needed), ragged rows and columns.
 """
 
 from __future__ import annotations

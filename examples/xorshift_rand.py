@@ -4,8 +4,9 @@ Each element seeds its state from its position (``tile.index``) and a seed argum
 ``rounds`` xorshift32 steps (``x ^= x << 13; x ^= x >>> 17; x ^= x << 5``). int32 arithmetic
 wraps; the logical right shift is an arithmetic shift masked with ``0x7FFF``.
 Exercises: int32 ``aten.__lshift__``/``__rshift__``/``bitwise_xor``/``bitwise_and``/``mul``,
-``hl.static_range`` (unrolled, no loop node), ``tile_index`` cast to int32, an int scalar
-argument, a tuple of an int32 and a float32 output.
+``hl.static_range`` (unrolled, no loop node), ``tile_index`` (already int32, the index dtype, so
+``.to(torch.int32)`` adds no node), ``operator.or_`` on the int scalar argument, a tuple of an
+int32 and a float32 output.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def xorshift_rand(out_bits: torch.Tensor, seed: int) -> tuple[torch.Tensor, torc
     uniform = torch.empty(out_bits.size(), dtype=torch.float32, device=out_bits.device)
     for tile in hl.tile(out_bits.size(0)):
         state = tile.index.to(torch.int32) * 1664525 + (seed | 1)
-        for _ in hl.static_range(4):  # XORSHIFT_ROUNDS
+        for _ in hl.static_range(4):  # XORSHIFT_ROUNDS; static_range needs a literal
             state = state ^ (state << 13)
             state = state ^ ((state >> 17) & 0x7FFF)
             state = state ^ (state << 5)

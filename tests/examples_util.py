@@ -64,7 +64,10 @@ def _common() -> ModuleType:
 
 
 def register_cpu_matmul_dtype_overloads() -> None:
-    """CPU kernels for ``aten::{mm,bmm,addmm,baddbmm}.dtype`` (idempotent); see ``examples/_common.py``."""
+    """CPU kernels for ``aten::{mm,bmm,addmm,baddbmm}.dtype`` (idempotent).
+
+    See ``examples/_common.py``.
+    """
     _common().register_cpu_matmul_dtype_overloads()
 
 
@@ -178,15 +181,20 @@ def format_device_ir(bound: Any) -> str:
 
 
 def dump_device_ir(out_dir: str | Path, names: list[str] | None = None) -> list[Path]:
-    """Write ``format_device_ir`` of every example (divisible shapes) to ``out_dir/<name>.txt``."""
+    """Write ``format_device_ir`` of each example, all shape kinds, to ``out_dir/<name>.txt``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name in names or example_names():
         module = load_example_by_name(name)
-        text = format_device_ir(bind_example(module))
+        sections = []
+        for shape in SHAPE_KINDS:
+            args = module.make_args(shape)
+            shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args]
+            header = f"##### {name} shape={shape} args={shapes}"
+            sections.append(f"{header}\n{format_device_ir(module.KERNEL.bind(args))}")
         path = out_dir / f"{name}.txt"
-        path.write_text(text)
+        path.write_text("\n".join(sections))
         written.append(path)
     return written
 

@@ -17,7 +17,11 @@ def test_fresh_names_are_unique_and_use_the_hint() -> None:
     b = MLIRBuilder()
     names = [b.fresh() for _ in range(3)] + [b.fresh("acc"), b.fresh("acc"), b.fresh("%cst")]
     assert names == ["%v0", "%v1", "%v2", "%acc0", "%acc1", "%cst0"]
-    assert b.names == frozenset(names)
+    view = b.names
+    assert view == set(names)
+    b.reserve("%late")
+    assert "%late" in view  # the view is live
+    assert not hasattr(view, "add")
 
 
 def test_fresh_skips_reserved_names_and_never_repeats() -> None:
@@ -77,7 +81,7 @@ def test_is_taken() -> None:
     assert b.is_taken("%v0")
 
 
-@settings(max_examples=200)
+@settings(max_examples=max(200, settings.default.max_examples))  # explore profile: more
 @given(st.lists(st.one_of(st.text(max_size=6), st.sampled_from(["v", "v1", "1", "%v", "x_0"])), max_size=40))
 def test_fresh_never_repeats_for_any_hints(hints: list[str]) -> None:
     b = MLIRBuilder()

@@ -137,7 +137,144 @@ GRAPH_KINDS = {
     "HelperFunctionGraphInfo",
 }
 
-CASES = [pytest.param(name, shape, id=f"{name}-{shape}") for name in NAMES for shape in SHAPE_KINDS]
+# What each example must produce in its device IR, for every shape kind: node targets
+# (spelled as in the op census, see ``examples_util.target_name``) and graph kinds. Besides
+# these, every example has a root graph, ``_host_tensor``, ``_get_symnode`` and a ``store`` or
+# an atomic.
+EXPECTED: dict[str, set[str]] = {
+    "add": {"aten.add.Tensor"},
+    "argmax_reduce": {
+        "HelperFunctionGraphInfo", "ForLoopGraphInfo", "reduce_ops._reduce",
+        "_tracing_ops._mask_to",
+        "tile_ops.tile_index", "aten.bitwise_and.Tensor", "aten.bitwise_or.Tensor",
+        "aten.eq.Tensor", "aten.gt.Tensor", "aten.lt.Tensor", "aten.where.self",
+    },
+    "attention": {
+        "ForLoopGraphInfo", "_tracing_ops._for_loop", "_tracing_ops._new_var", "_tracing_ops._phi",
+        "_operator.getitem", "aten.bmm.default", "aten.permute.default", "aten.exp2.default",
+        "aten.amax.default", "aten.maximum.default", "aten.sub.Tensor", "aten.div.Tensor",
+        "creation_ops.full", "view_ops.subscript",
+    },
+    "attention_causal": {
+        "matmul_ops.dot", "tile_ops.tile_end", "tile_ops.tile_index", "aten.ge.Tensor",
+        "aten.where.self", "aten.scalar_tensor.default", "aten.exp.default",
+        "prims.convert_element_type.default",
+    },
+    "bias_gelu": {"_gelu_tanh_approx._gelu_erf", "view_ops.subscript"},
+    "block_scan": {
+        "HelperFunctionGraphInfo", "tile_ops.tile_id", "scan_ops._associative_scan",
+        "_tracing_ops._for_loop", "aten.sum.default",
+    },
+    "bmm": {"aten.baddbmm.default", "_tracing_ops._for_loop", "aten.sym_size.int"},
+    "column_bitwise": {
+        "HelperFunctionGraphInfo", "reduce_ops._reduce", "atomic_ops.atomic_and",
+        "atomic_ops.atomic_or", "atomic_ops.atomic_xor", "aten.bitwise_and.Tensor",
+        "aten.bitwise_or.Tensor", "aten.bitwise_xor.Tensor",
+    },
+    "column_stats": {
+        "atomic_ops.atomic_add", "atomic_ops.atomic_cas", "atomic_ops.atomic_max",
+        "atomic_ops.atomic_min", "aten.amax.default", "aten.amin.default", "_tracing_ops._mask_to",
+    },
+    "cross_entropy": {
+        "ReductionLoopGraphInfo", "tile_ops.tile_index", "aten.log.default", "aten.exp.default",
+        "aten.amax.default", "_tracing_ops._mask_to",
+    },
+    "cumsum": {"HelperFunctionGraphInfo", "scan_ops._associative_scan"},
+    "cumsum_looped": {"scan_ops._associative_scan", "_tracing_ops._for_loop", "view_ops.subscript"},
+    "embedding": {"memory_ops.load", "memory_ops.store"},
+    "exp": {"aten.exp.default"},
+    "geglu": {"tile_ops.tile_index", "aten.pow.Tensor_Scalar", "aten.tanh.default"},
+    "global_max_normalize": {"atomic_ops.atomic_max", "aten.abs.default", "aten.amax.default"},
+    "group_norm": {
+        "aten.view.default", "aten.mean.dim", "_tracing_ops._inductor_lowering_extra",
+        "aten.sqrt.default",
+    },
+    "histogram": {
+        "atomic_ops.atomic_add", "aten.clamp_min.default", "aten.clamp_max.default",
+        "prims.convert_element_type.default", "_operator.sub",
+    },
+    "int_divmod": {"aten.div.Tensor_mode", "aten.remainder.Scalar", "aten.fmod.Scalar"},
+    "jagged_sum": {
+        "ForLoopGraphInfo", "_tracing_ops._for_loop", "_operator.add", "aten.sum.dim_IntList",
+    },
+    "layer_norm": {
+        "ReductionLoopGraphInfo", "aten.rsqrt.default", "aten.sum.dim_IntList",
+        "_tracing_ops._mask_to", "prims.convert_element_type.default",
+    },
+    "leaky_clamp": {"aten.where.self", "aten.sign.default", "aten.abs.default", "aten.gt.Scalar"},
+    "log_softmax": {
+        "aten.exp2.default", "aten.log2.default", "aten.unsqueeze.default", "aten.neg.default",
+        "aten.full.default", "aten.minimum.default",
+    },
+    "matmul": {
+        "aten.mm.default", "_tracing_ops._for_loop", "_tracing_ops._phi", "creation_ops.full",
+    },
+    "matmul_bf16": {"matmul_ops.dot", "prims.convert_element_type.default"},
+    "matmul_bias_relu": {"aten.addmm.default", "aten.relu.default", "view_ops.subscript"},
+    "matmul_int8": {"matmul_ops.dot", "creation_ops.full"},
+    "matmul_split_k": {
+        "atomic_ops.atomic_add", "tile_ops.tile_begin", "tile_ops.tile_end", "aten.mm.default",
+    },
+    "newton_rsqrt": {
+        "WhileLoopGraphInfo", "WhileConditionGraphInfo", "_tracing_ops._while_loop",
+        "aten.lt.Scalar",
+    },
+    "outer_product": {"view_ops.subscript", "aten.mul.Tensor"},
+    "pairwise_pool": {"_tracing_ops._for_loop_step", "_operator.floordiv", "_operator.add"},
+    "philox": {
+        "aten.__rshift__.Scalar", "aten.bitwise_and.Scalar", "aten.bitwise_xor.Tensor",
+        "aten.mul.Tensor",
+    },
+    "rms_norm": {"aten.mean.dim", "aten.rsqrt.default", "_tracing_ops._inductor_lowering_extra"},
+    "rope": {
+        "view_ops.split", "view_ops.join", "prims.iota.default", "tile_ops.tile_index",
+        "aten.pow.Scalar", "aten.sin.default", "aten.cos.default",
+    },
+    "row_branch": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "aten.eq.Scalar", "aten.relu.default",
+        "aten.sigmoid.default",
+    },
+    "row_mean_dynamic": {"_tracing_ops._for_loop", "aten.div.Tensor"},
+    "row_rescale": {
+        "WhileLoopGraphInfo", "WhileConditionGraphInfo", "_tracing_ops._while_loop",
+        "aten.gt.Scalar", "aten.abs.default",
+    },
+    "row_sum": {
+        "ForLoopGraphInfo", "_tracing_ops._for_loop", "_tracing_ops._new_var", "_tracing_ops._phi",
+        "creation_ops.full",
+    },
+    "softmax_looped": {"ReductionLoopGraphInfo", "_tracing_ops._for_loop", "aten.exp.default"},
+    "softmax_one_pass": {
+        "ReductionLoopGraphInfo", "_tracing_ops._mask_to", "aten.amax.default", "aten.exp.default",
+        "aten.sum.dim_IntList", "aten.div.Tensor",
+    },
+    "softmax_two_pass": {
+        "_tracing_ops._for_loop", "aten.maximum.default", "view_ops.subscript", "creation_ops.full",
+    },
+    "swiglu": {"aten.sigmoid.default", "prims.convert_element_type.default"},
+    "tile_branch": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "tile_ops.tile_begin",
+        "tile_ops.tile_end", "tile_ops.tile_index", "_operator.gt", "aten.le.Tensor",
+    },
+    "welford": {
+        "tile_ops.tile_begin", "tile_ops.tile_end", "_operator.sub", "_operator.mul",
+        "_tracing_ops._phi",
+    },
+    "xorshift_rand": {
+        "aten.__lshift__.Scalar", "aten.__rshift__.Scalar", "aten.bitwise_xor.Tensor",
+        "aten.bitwise_and.Scalar", "tile_ops.tile_index",
+    },
+}
+
+EVERY_EXAMPLE = {
+    "RootGraphInfo",
+    "_tracing_ops._host_tensor",
+    "_tracing_ops._get_symnode",
+}
+
+CASES = [
+    pytest.param(name, shape, id=f"{name}-{shape}") for name in NAMES for shape in SHAPE_KINDS
+]
 
 
 @cache
@@ -154,6 +291,8 @@ def test_example_protocol(name: str) -> None:
     module = load_example_by_name(name)
     assert module.__doc__ and module.__doc__.strip(), f"{name}: missing module docstring"
     assert isinstance(module.KERNEL, helion.Kernel)
+    # KERNEL itself must produce device IR; reference mode runs use a separate twin.
+    assert module.KERNEL.settings.ref_mode == helion.RefMode.OFF
     # An explicit config, so binding and running never autotune.
     assert len(module.KERNEL.configs) == 1, f"{name}: expected exactly one explicit config"
     assert module.KERNEL.settings.static_shapes == (name not in DYNAMIC_SHAPE_EXAMPLES)
@@ -178,10 +317,12 @@ def test_ragged_differs_from_divisible(name: str) -> None:
 @pytest.mark.parametrize(("name", "shape"), CASES)
 def test_example_binds(name: str, shape: str) -> None:
     bound = _bound(name, shape)
-    device_ir = bound.host_function.device_ir
-    assert device_ir.root_ids, f"{name}: no root graph"
-    stores = {"memory_ops.store"} | {t for t in node_targets(bound) if t.startswith("atomic_ops.")}
-    assert stores & node_targets(bound), f"{name}: the device IR writes nothing"
+    assert bound.host_function.device_ir.root_ids, f"{name}: no root graph"
+    produced = node_targets(bound) | graph_kinds(bound)
+    assert EVERY_EXAMPLE - produced == set()
+    writes = {"memory_ops.store"} | {t for t in produced if t.startswith("atomic_ops.")}
+    assert writes & produced, f"{name}: the device IR writes nothing"
+    assert EXPECTED[name] - produced == set()
 
 
 @pytest.mark.parametrize(("name", "shape"), CASES)
@@ -191,15 +332,16 @@ def test_example_matches_reference(name: str, shape: str) -> None:
     torch.testing.assert_close(result, expected, **module.TOLERANCE)
 
 
+def test_every_example_has_expectations() -> None:
+    assert set(EXPECTED) == set(NAMES)
+
+
 def test_examples_cover_census_targets() -> None:
-    targets: set[str] = set()
-    kinds: set[str] = set()
-    for name in NAMES:
-        bound = _bound(name, "divisible")
-        targets |= node_targets(bound)
-        kinds |= graph_kinds(bound)
-    assert COVERAGE - targets == set()
-    assert GRAPH_KINDS - kinds == set()
+    # EXPECTED[name] is checked against the real device IR by test_example_binds, so the
+    # union of the expectations is a lower bound of what the examples produce.
+    covered = set(EVERY_EXAMPLE).union(*EXPECTED.values())
+    assert COVERAGE - covered == set()
+    assert GRAPH_KINDS - covered == set()
 
 
 def test_multi_phase_example_has_two_roots() -> None:
@@ -239,3 +381,13 @@ def test_cpu_matmul_dtype_overloads_are_idempotent() -> None:
         bias, a.expand(2, 3, 4), b.expand(2, 4, 5), torch.float32, beta=0.5
     )
     torch.testing.assert_close(batched, 0.5 * bias + (a.float() @ b.float()))
+
+
+def test_philox_reference_matches_python_integers() -> None:
+    # The torch reference emulates 32x32->64-bit products in wrapping int64; check it against
+    # arbitrary-precision Python integers.
+    module = load_example_by_name("philox")
+    counters, seed = module.make_args("ragged")
+    words = module.reference(counters, seed)
+    for i in (0, 1, 250, 499):
+        assert tuple(words[i].tolist()) == module._reference_python(int(counters[i]), seed)

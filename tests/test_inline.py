@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -330,6 +329,14 @@ def test_blocks_of_nested_regions_are_relabelled_including_forward_references() 
 
 def test_several_inlines_into_one_builder_never_reuse_a_name() -> None:
     text, results, builder = wrap(NESTED, ["tensor<4xf32>", "f32"], ["f32", "tensor<4xf32>"], copies=3)
+    run_filecheck(
+        text,
+        """
+        // CHECK-COUNT-3: %{{[A-Za-z0-9_.$-]+}}:2 = scf.for %{{[A-Za-z0-9_.$-]+}} = {{.*}} iter_args(%{{[A-Za-z0-9_.$-]+}} = %p1, %{{[A-Za-z0-9_.$-]+}} = %p0)
+        // CHECK-NOT: %arg
+        // CHECK: return
+        """,
+    )
     assert len({tuple(r) for r in results}) == 3
     first_lines = [line for line in text.splitlines() if "scf.for" in line and ":2 =" in line]
     assert len(first_lines) == 3
@@ -582,4 +589,28 @@ def test_results_are_in_return_order() -> None:
     added = next(line for line in lines if "addf" in line).split()[0]
     multiplied = next(line for line in lines if "mulf" in line).split()[0]
     assert results == [multiplied, "%b", added]
-    assert operator.ne(added, multiplied)
+    assert added != multiplied
+
+
+def test_result_groups_written_apart_and_crlf_line_endings() -> None:
+    source = (
+        "func.func @f(%arg0: i1, %arg1: f32) -> f32 {\r\n"
+        "  %0 : 2 = scf.if %arg0 -> (f32, f32) {\r\n"
+        "    scf.yield %arg1, %arg1 : f32, f32\r\n"
+        "  } else {\r\n"
+        "    scf.yield %arg1, %arg1 : f32, f32\r\n"
+        "  }\r\n"
+        "  return %0 #1 : f32\r\n"
+        "}\r\n"
+    )
+    text, (results,), _ = wrap(source, ["i1", "f32"], ["f32"])
+    (group,) = [line.split(":", 1)[0].strip() for line in text.splitlines() if "scf.if" in line]
+    assert results == [f"{group}#1"]
+    assert "\r" not in text
+
+
+def test_ops_sharing_a_line_with_the_braces() -> None:
+    source = "func.func @f(%arg0: i32) -> i32 { %0 = arith.addi %arg0, %arg0 : i32 return %0 : i32 }"
+    builder = MLIRBuilder()
+    (result,) = inline_torch_mlir_output(source, ["%n"], builder)
+    assert builder.render() == f"module {{\n  {result} = arith.addi %n, %n : i32\n}}\n"

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from helion_mlir.builder import MLIRBuilder
 from helion_mlir.inline import inline_torch_mlir_output
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.mlir_lexer import TokenKind, tokenize
+from helion_mlir.mlir_lexer import Token, TokenKind, tokenize
 from helion_mlir.verify import parse_module
 
 TENSOR = "tensor<4xf32>"
@@ -63,6 +63,9 @@ SSA_NAMES = st.one_of(
     st.sampled_from(["%arg0", "%arg1", "%0", "%in", "%v0", "%v1", "%cst0", "%x"]),
 )
 LOCATIONS = st.sampled_from(['"kernel.py":12:8', "unknown", 'callsite("k.py":1:2 at "k.py":3:4)', '"name"("k.py":5:6)'])
+
+
+_INTEGERS: dict[tuple[int, int], st.SearchStrategy[int]] = {}
 
 
 @dataclass
@@ -105,17 +108,24 @@ class _Writer:
         self.loc_aliases_first = False
 
     # -------------------------------------------------------------- choices
+    def number(self, low: int, high: int) -> int:
+        """An integer in [low, high]; strategies are cached, as building one per draw is slow."""
+        strategy = _INTEGERS.get((low, high))
+        if strategy is None:
+            strategy = _INTEGERS[(low, high)] = st.integers(low, high)
+        return self.draw(strategy)
+
     def choose(self, options: Sequence[Any]) -> Any:
-        return self.draw(st.sampled_from(list(options)))
+        return options[self.number(0, len(options) - 1)]
 
     def flip(self) -> bool:
-        return self.draw(st.booleans())
+        return bool(self.number(0, 1))
 
     def spell(self, type_: str) -> str:
         return self.choose(self.type_aliases.get(type_, [type_]))
 
     def loc(self) -> str:
-        line, col = self.draw(st.integers(1, 40)), self.draw(st.integers(0, 9))
+        line, col = self.number(1, 40), self.number(0, 9)
         options = [f"loc({a})" for a in self.loc_aliases] + [
             "loc(unknown)",
             f'loc("model.py":{line}:{col})',
@@ -161,7 +171,11 @@ class _Writer:
     def pick(self, type_: str) -> str:
         """A visible value of ``type_``, made with a constant if there is none."""
         found = self.values(type_)
-        if found and self.draw(st.integers(0, 4)):
+        grouped = [v for v in found if "#" in v]  # results of multi-result ops: used often
+        roll = self.number(0, 5)
+        if grouped and roll < 2:
+            return self.choose(grouped)
+        if found and roll:
             return self.choose(found)
         return self.constant(type_)
 
@@ -183,7 +197,10 @@ class _Writer:
             base = self.new_name()
             if len(types) == 1:
                 return f"{base} = ", [base]
-            return f"{base}:{len(types)} = ", [f"{base}#{i}" for i in range(len(types))]
+            # The printer attaches ':N' and '#N' to the name; MLIR also accepts them apart.
+            apart = self.number(0, 3) == 0
+            prefix = f"{base} : {len(types)} = " if apart else f"{base}:{len(types)} = "
+            return prefix, [f"{base} #{i}" if apart else f"{base}#{i}" for i in range(len(types))]
         names = [self.new_name() for _ in types]
         return f"{', '.join(names)} = ", names
 
@@ -195,9 +212,9 @@ class _Writer:
             value = self.choose(["1.500000e+00", "-2.000000e+00", "0x7FC00000", "0.000000e+00"])
             text = self.choose([f"arith.constant {value} : {spelled}", f'"arith.constant"() <{{value = {value} : f32}}> : () -> {spelled}'])
         elif type_ == "i32":
-            text = f"arith.constant {self.draw(st.integers(-9, 9))} : i32"
+            text = f"arith.constant {self.number(-9, 9)} : i32"
         elif type_ == "index":
-            text = f"arith.constant {self.draw(st.integers(1, 8))} : index"
+            text = f"arith.constant {self.number(1, 8)} : index"
         elif type_ == "i1":
             text = f"arith.constant {self.choose(['true', 'false'])}"
         elif type_ == SCALAR_TENSOR:
@@ -301,7 +318,7 @@ class _Writer:
         return args
 
     def op_elementwise_generic(self) -> None:
-        inputs = [self.pick(TENSOR) for _ in range(self.draw(st.integers(1, 2)))]
+        inputs = [self.pick(TENSOR) for _ in range(self.number(1, 2))]
         init = self.pick(TENSOR)
         name = self.new_name()
         maps = ", ".join(self.choose(self.identity_maps) for _ in range(len(inputs) + 1))
@@ -341,7 +358,7 @@ class _Writer:
             self.add(use, SCALAR_TENSOR)
 
     def carried_types(self, scalar_only: bool) -> list[str]:
-        return [self.choose(SCALARS if scalar_only else VALUE_TYPES) for _ in range(self.draw(st.integers(0, 2)))]
+        return [self.choose(SCALARS if scalar_only else VALUE_TYPES) for _ in range(self.number(0, 2))]
 
     def op_for(self, scalar_only: bool) -> None:
         lower, upper, step = self.pick("index"), self.pick("index"), self.constant("index")
@@ -417,7 +434,7 @@ class _Writer:
         if self.flip():
             self.emit(f"cf.cond_br {cond}, {join}({first} : {self.spell(type_)}), {other} {self.loc()}")
         else:
-            self.emit(f"cf.br {other} {self.loc()}")
+            self.emit(self.choose([f"cf.br {other} {self.loc()}", f'"cf.br"()[{other}] : () -> () {self.loc()}']))
         blocks = [(other, []), (join, [type_])]
         if self.flip():
             blocks.reverse()
@@ -439,23 +456,23 @@ class _Writer:
         self.add(name, type_)
 
     def ops(self, *, scalar_only: bool = False) -> None:
-        """Emit a few ops in the current block."""
-        for _ in range(self.draw(st.integers(0, 3))):
+        """Emit a few ops in the current block; region ops are favoured while nesting is shallow."""
+        if scalar_only:
+            simple = [self.op_compare, self.op_cast, self.op_scalar_binary, lambda: self.constant(self.choose(SCALARS))]
+        else:
+            simple = [self.op_binary, self.op_unary, self.op_compare, self.op_select, self.op_cast, self.op_tensor]
+        nested: list[Callable[[], None]] = [
+            lambda: self.op_for(scalar_only),
+            lambda: self.op_if(scalar_only),
+            lambda: self.op_blocks(scalar_only),
+        ]
+        if not scalar_only:
+            nested += [self.op_elementwise_generic, self.op_reduction_generic]
+        choices = simple + (nested * 2 if len(self.regions) < 3 else [])
+        for _ in range(self.number(0, 3)):
             if self.budget <= 0:
                 return
             self.budget -= 1
-            simple = [self.op_binary, self.op_unary, self.op_compare, self.op_select, self.op_cast]
-            nested: list[Callable[[], None]] = [
-                lambda: self.op_for(scalar_only),
-                lambda: self.op_if(scalar_only),
-                lambda: self.op_blocks(scalar_only),
-            ]
-            if not scalar_only:
-                simple.append(self.op_tensor)
-                nested += [self.op_elementwise_generic, self.op_reduction_generic]
-            else:
-                simple = [self.op_compare, self.op_cast, self.op_scalar_binary, lambda: self.constant(self.choose(SCALARS))]
-            choices = simple + (nested if len(self.regions) < 3 else [])
             self.choose(choices)()
 
     def op_scalar_binary(self) -> None:
@@ -479,6 +496,9 @@ class _Writer:
             before.append("!e = f32")
             self.type_aliases["f32"].append("!e")
             self.type_aliases[TENSOR].append("tensor<4x!e>")
+            if self.flip():
+                before.append("!te = tensor<4x!e>")
+                self.type_aliases[TENSOR].append("!te")
         if self.flip():
             before.append("#map = affine_map<(d0) -> (d0)>")
             self.identity_maps.append("#map")
@@ -504,7 +524,7 @@ class _Writer:
         return before, locs, names
 
     def function(self, name: str) -> tuple[list[str], list[str], list[str]]:
-        arg_types = [self.choose([*VALUE_TYPES, "i1", SCALAR_TENSOR]) for _ in range(self.draw(st.integers(0, 3)))]
+        arg_types = [self.choose([*VALUE_TYPES, "i1", SCALAR_TENSOR]) for _ in range(self.number(0, 3))]
         self.regions.append(_Region())
         self.blocks.append([])
         if self.flip():
@@ -514,11 +534,11 @@ class _Writer:
             arg_names = [self.new_name() for _ in arg_types]
         for arg, type_ in zip(arg_names, arg_types):
             self.add(arg, type_)
-        self.budget = self.draw(st.integers(1, 12))
+        self.budget = self.number(1, 12)
         self.indent = 4
         body_start = len(self.lines)
         self.ops()
-        result_types = [self.choose([*VALUE_TYPES, SCALAR_TENSOR]) for _ in range(self.draw(st.integers(0, 3)))]
+        result_types = [self.choose([*VALUE_TYPES, SCALAR_TENSOR]) for _ in range(self.number(0, 3))]
         returned = [self.pick(t) for t in result_types]
         spelled = [self.spell(t) for t in result_types]
         if self.flip():
@@ -590,10 +610,13 @@ _RESOURCE_ENTRY = re.compile(r'^\s*("[^"]*"|[^\s:]+): "(0x[0-9A-Fa-f]*)",?$', re
 _RESOURCE_USE = re.compile(r'dense_resource<("[^"]*"|[^>]+)>')
 
 
-def canonical_function(module: Any, symbol: str) -> tuple[str, list[str]]:
+def resource_blobs(module: Any) -> dict[str, str]:
+    """Resource key -> blob, as MLIR prints them (the context may have renamed keys on parse)."""
+    return {key.strip('"'): blob for key, blob in _RESOURCE_ENTRY.findall(module.operation.get_asm())}
+
+
+def canonical_function(module: Any, symbol: str, blobs: dict[str, str]) -> tuple[str, list[str]]:
     """The function's generic printout (its name and resource keys factored out) and op locations."""
-    printed_module = module.operation.get_asm()
-    blobs = {key.strip('"'): blob for key, blob in _RESOURCE_ENTRY.findall(printed_module)}
     function = next(op for op in module.body.operations if op.attributes["sym_name"].value == symbol)
     if "note" in function.attributes:  # the wrapper does not copy the function's own attributes
         del function.attributes["note"]
@@ -613,14 +636,14 @@ def canonical_function(module: Any, symbol: str) -> tuple[str, list[str]]:
     return text, locations
 
 
-def definitions(text: str) -> tuple[Counter[str], int]:
+def definitions(all_tokens: Sequence[Token]) -> tuple[Counter[str], int]:
     """How often each SSA name is defined in printer-style text, and how many values that makes.
 
     Definitions: ``%a, %b:2 =`` at the start of a line, ``%x: type`` (arguments) and
     ``%x = ...`` after an op name or in ``iter_args(...)``. Counted independently of the
     inliner; :func:`mlir_value_count` cross-checks the total.
     """
-    tokens = [t for t in tokenize(text) if t.kind not in (TokenKind.WHITESPACE, TokenKind.COMMENT)]
+    tokens = [t for t in all_tokens if t.kind not in (TokenKind.WHITESPACE, TokenKind.COMMENT)]
     names: Counter[str] = Counter()
     values = 0
     in_result_list: set[int] = set()
@@ -632,8 +655,11 @@ def definitions(text: str) -> tuple[Counter[str], int]:
             cursor = index
             while tokens[cursor].kind is TokenKind.VALUE_ID:
                 in_result_list.add(cursor)
-                suffix = tokens[cursor].value_suffix
-                names[tokens[cursor].value_name] += 1
+                name, suffix = tokens[cursor].value_name, tokens[cursor].value_suffix
+                if tokens[cursor + 1].is_punct(":"):  # '%r : 2', the group size written apart
+                    suffix = ":" + tokens[cursor + 2].text
+                    cursor += 2
+                names[name] += 1
                 values += int(suffix[1:]) if suffix.startswith(":") else 1
                 cursor += 2 if tokens[cursor + 1].is_punct(",") else 1
             assert tokens[cursor].is_punct("="), f"a line starts with the use {token.text}"
@@ -668,7 +694,7 @@ def check_names_and_aliases(text: str, builder: MLIRBuilder, sources: Sequence[G
     alias_names = set().union(*(s.aliases for s in sources))
     leaked = {t.text for t in tokens if t.kind in (TokenKind.HASH_ID, TokenKind.BANG_ID)} & alias_names
     assert not leaked, f"aliases of the source module leaked: {leaked}"
-    names, values = definitions(text)
+    names, values = definitions(tokens)
     assert values == mlir_value_count(module)
     assert not [name for name, count in names.items() if count > 1], "names defined more than once"
 
@@ -686,7 +712,12 @@ def distinct_names(count: int) -> st.SearchStrategy[list[str]]:
 
 
 # ---------------------------------------------------------------------- properties
-@settings(max_examples=300)
+def examples(count: int) -> int:
+    """``count`` examples under the ci profile; more when the loaded profile asks for more (explore)."""
+    return max(count, settings.default.max_examples)
+
+
+@settings(max_examples=examples(300))
 @given(data=st.data(), source=mlir_modules())
 def test_inlined_function_is_alpha_equivalent_to_the_original(data: st.DataObject, source: Generated) -> None:
     assert "".join(t.text for t in tokenize(source.text)) == source.text
@@ -697,11 +728,12 @@ def test_inlined_function_is_alpha_equivalent_to_the_original(data: st.DataObjec
     with mlir_session():
         original = parse_module(source.text, what="generated module")
         copy = parse_module(rendered, what="inlined module")
-        assert canonical_function(copy, "copy") == canonical_function(original, source.func_name)
+        expected = canonical_function(original, source.func_name, resource_blobs(original))
+        assert canonical_function(copy, "copy", resource_blobs(copy)) == expected
         check_names_and_aliases(rendered, builder, [source], copy)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(data=st.data(), first=mlir_modules(), second=mlir_modules())
 def test_many_copies_share_one_builder(data: st.DataObject, first: Generated, second: Generated) -> None:
     sources = data.draw(st.lists(st.sampled_from([first, second]), min_size=2, max_size=4), label="copies")
@@ -723,9 +755,13 @@ def test_many_copies_share_one_builder(data: st.DataObject, first: Generated, se
     rendered = builder.render()
     with mlir_session():
         module = parse_module(rendered, what="module with several inlined copies")
-        originals = {id(s): canonical_function(parse_module(s.text), s.func_name) for s in (first, second)}
+        originals = {}
+        for source in (first, second):
+            original = parse_module(source.text, what="generated module")
+            originals[id(source)] = canonical_function(original, source.func_name, resource_blobs(original))
+        blobs = resource_blobs(module)
         for index, (source, location) in enumerate(zip(sources, locations)):
-            text, op_locations = canonical_function(module, f"copy{index}")
+            text, op_locations = canonical_function(module, f"copy{index}", blobs)
             original_text, original_locations = originals[id(source)]
             assert text == original_text
             if location is None:
@@ -735,15 +771,16 @@ def test_many_copies_share_one_builder(data: st.DataObject, first: Generated, se
         check_names_and_aliases(rendered, builder, [first, second], module)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(data=st.data(), source=mlir_modules())
 def test_inlining_is_deterministic(data: st.DataObject, source: Generated) -> None:
-    operands = data.draw(distinct_names(len(source.arg_types)), label="operands")
+    count = len(source.arg_types)
+    names = data.draw(distinct_names(2 * count), label="operands")
+    operands, others = names[:count], names[count:]
     location = data.draw(st.one_of(st.none(), LOCATIONS), label="location")
-    others = data.draw(distinct_names(len(source.arg_types)).filter(lambda names: not set(names) & set(operands)))
     rendered = set()
     for _ in range(2):
-        builder = reserved_builder([*operands, *others])
+        builder = reserved_builder(names)
         inline_as_function(builder, source, "a", operands, location)
         inline_as_function(builder, source, "b", others)
         rendered.add(builder.render())

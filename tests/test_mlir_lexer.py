@@ -210,7 +210,7 @@ _MLIR_CHARS = st.sampled_from(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=max(300, settings.default.max_examples))  # explore profile: more
 @given(st.lists(_MLIR_CHARS, max_size=40).map("".join))
 def test_any_text_either_round_trips_or_raises_with_an_offset(text: str) -> None:
     try:

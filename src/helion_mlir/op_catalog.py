@@ -27,6 +27,7 @@ from .normalize import normalize_helion_node
 __all__ = [
     "ALL_DTYPES",
     "CATALOG",
+    "CENSUS_TARGETS",
     "CaseBuilder",
     "CaseSizes",
     "OpCase",
@@ -50,6 +51,26 @@ _DTYPE_NAMES = {
     torch.int64: "i64",
     torch.bool: "bool",
 }
+
+#: ATen and prims targets met in Helion's example kernels (helion 1.5.1), most used first;
+#: the catalogue has a case for each.
+CENSUS_TARGETS: tuple[str, ...] = (
+    "aten.mul.Tensor", "aten.add.Tensor", "aten.bitwise_and.Scalar", "aten.__rshift__.Scalar",
+    "aten.sub.Tensor", "aten.sym_size.int", "aten.sum.dim_IntList", "aten.permute.default",
+    "aten.unsqueeze.default", "aten.bitwise_xor.Tensor", "aten.where.self", "aten.exp2.default",
+    "aten.scalar_tensor.default", "aten.div.Tensor", "aten.exp.default", "aten.amax.default",
+    "aten.bitwise_or.Tensor", "aten.__lshift__.Scalar", "aten.view.default", "aten.div.Tensor_mode",
+    "aten.remainder.Scalar", "aten.ge.Tensor", "aten.eq.Scalar", "aten.full.default",
+    "aten.lt.Tensor", "aten.lt.Scalar", "aten.maximum.default", "aten.neg.default",
+    "aten.addmm.default", "aten.log.default", "aten.rsqrt.default", "aten.baddbmm.default",
+    "aten.gt.Tensor", "aten.mm.default", "aten.bmm.dtype", "aten.gt.Scalar", "aten.sigmoid.default",
+    "aten.bitwise_and.Tensor", "aten.clone.default", "aten.log2.default", "aten.squeeze.dim",
+    "aten.clamp_min.default", "aten.eq.Tensor", "aten.expand.default", "aten.mean.dim",
+    "aten.bmm.default", "aten.sqrt.default", "aten.sum.default", "aten.tanh.default",
+    "aten.clamp_max.default", "aten.ge.Scalar", "aten.minimum.default", "aten.ne.Scalar",
+    "aten.ne.Tensor", "aten.pow.Tensor_Scalar", "aten.relu.default", "aten.remainder.Scalar_Tensor",
+    "aten.stack.default", "prims.convert_element_type.default", "prims.iota.default",
+)  # fmt: skip
 
 # Static sizes: distinct, so a transposition bug cannot hide behind a square shape.
 _STATIC_SIZES = {"m": 8, "n": 16, "k": 12, "b": 3}

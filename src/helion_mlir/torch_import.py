@@ -36,6 +36,7 @@ misses of a kernel together in one module with one pipeline run.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import operator
@@ -464,7 +465,7 @@ def _torch_mlir_has_op(target: Any, ctx: ir.Context) -> bool:
 
 def _scalar_overload_as_tensor_overload(target: Any) -> Callable[..., Any] | None:
     """For ``op.Scalar`` with a matching ``op.Tensor`` overload: call the latter with the
-    scalar operands as 0-d tensors (exact, see _scalar_tensor_dtype). torch-mlir often
+    scalar operands as 0-d tensors (exact, see scalar_tensor_dtype). torch-mlir often
     lowers only the Tensor form (``fmod.Scalar`` on integers fails, ``fmod.Tensor`` works)."""
     if not isinstance(target, torch._ops.OpOverload) or target._overloadname != "Scalar":
         return None
@@ -488,7 +489,7 @@ def _scalar_overload_as_tensor_overload(target: Any) -> Callable[..., Any] | Non
         for position in wrapped_positions:
             if position < len(new_args) and not isinstance(new_args[position], torch.Tensor):
                 scalar = new_args[position]
-                dtype = _scalar_tensor_dtype(scalar, [t.dtype for t in tensors])
+                dtype = scalar_tensor_dtype(scalar, [t.dtype for t in tensors])
                 # new_full on an input rather than scalar_tensor: a tensor made from
                 # constants only would be evaluated eagerly while tracing, not traced.
                 new_args[position] = aten.new_full.default(tensors[0], [], scalar, dtype=dtype)
@@ -606,21 +607,24 @@ def _check_required_tensors(node: fx.Node, call: tuple[Any, tuple, dict]) -> Non
             )
 
 
-def _scalar_tensor_dtype(scalar: Any, tensor_dtypes: Sequence[torch.dtype]) -> torch.dtype:
+def scalar_tensor_dtype(scalar: Any, tensor_dtypes: Sequence[torch.dtype]) -> torch.dtype:
     """The dtype of a 0-d tensor that stands for a Python or symbolic scalar operand
-    (a "wrapped number") with the same result dtype and the same single rounding.
+    (a "wrapped number") and gives the same result dtype and the same values.
 
-    A 0-d tensor never wins type promotion over a tensor of its own kind, so int64 and
-    bool stand for ints and bools exactly. A float beside floating tensors is carried as
-    float64 (converted once, to the result dtype, as a wrapped number is); beside integer
-    tensors it must be the default dtype, which is then the result dtype.
+    A 0-d tensor never wins type promotion over a tensor of its own kind, and a wrapped
+    number is rounded to the operation's compute dtype; so a float beside floating tensors
+    is carried in their promoted floating dtype (not float64, which tosa lacks), an int
+    beside integer tensors in their promoted integer dtype, and otherwise in the default
+    float dtype / int64 / bool.
     """
     if isinstance(scalar, (bool, torch.SymBool)):
         return torch.bool
+    floats = [d for d in tensor_dtypes if d.is_floating_point]
     if isinstance(scalar, (int, torch.SymInt)):
-        return torch.int64
-    if any(dtype.is_floating_point for dtype in tensor_dtypes):
-        return torch.float64
+        ints = [d for d in tensor_dtypes if not d.is_floating_point and d != torch.bool]
+        return functools.reduce(torch.promote_types, ints) if ints and not floats else torch.int64
+    if floats:
+        return functools.reduce(torch.promote_types, floats)
     return torch.get_default_dtype()
 
 
@@ -656,7 +660,7 @@ def _wrap_symbolic_scalars(
         scalar = values_of.get(value) if isinstance(value, fx.Node) else None
         if not isinstance(scalar, _SYMBOLIC_SCALARS):
             return value
-        dtype = _scalar_tensor_dtype(scalar, tensor_dtypes)
+        dtype = scalar_tensor_dtype(scalar, tensor_dtypes)
         wrapped = graph.create_node(
             "call_function", aten.scalar_tensor.default, (value,), {"dtype": dtype}, name=f"{value.name}_tensor"
         )
@@ -725,7 +729,7 @@ def _decomposed_graph(
 
     def as_tensor(value: Any) -> Any:
         if isinstance(value, _SYMBOLIC_SCALARS):
-            return aten.scalar_tensor.default(value, dtype=_scalar_tensor_dtype(value, tensor_dtypes))
+            return aten.scalar_tensor.default(value, dtype=scalar_tensor_dtype(value, tensor_dtypes))
         return value
 
     def run(*inputs: Any) -> Any:

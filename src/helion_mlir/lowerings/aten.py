@@ -22,6 +22,7 @@ from ..ir_values import HostRef, Scalar, Tensor
 from ..mlir_types import element_type
 from ..normalize import node_inputs
 from ..output_type import OutputType
+from ..torch_import import scalar_tensor_dtype
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
@@ -37,10 +38,10 @@ def is_aten_op(target: Any) -> bool:
 def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
     recorded = original_args(node)
     args, kwargs = (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
-    target = node.target
-    if v.importer.output_type in (OutputType.TOSA, OutputType.STABLEHLO):
-        target = tensor_operand_overload(target, args, kwargs)
-    args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
+    target, numbers = node.target, {}
+    if v.importer.output_type is not OutputType.RAW:  # raw output stays the op as traced
+        target = tensor_operand_overload(node.target, args, kwargs)
+        args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
     if not numbers and target is node.target and args == node.args and kwargs == dict(node.kwargs):
         return _checked(v, node, import_and_inline(v, node, _input_values(v, node)))
     # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
@@ -67,8 +68,9 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
 
 def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The sibling overload taking tensors where ``target`` takes scalars (``lt.Scalar`` ->
-    ``lt.Tensor``, ``pow.Scalar`` -> ``pow.Tensor_Tensor``), for backends (tosa, stablehlo)
-    that cannot legalize the scalar forms; ``target`` itself when there is none."""
+    ``lt.Tensor``, ``pow.Scalar`` -> ``pow.Tensor_Tensor``); ``target`` itself when there is
+    none. torch-mlir's backends legalize the scalar forms only with constant scalars, and
+    tosa not even then; the tensor forms work with every output type."""
     if target in _SHIFT_AS_TENSOR_OP:
         return _SHIFT_AS_TENSOR_OP[target]
     schema = getattr(target, "_schema", None)
@@ -129,18 +131,13 @@ def _numbers_as_tensors(target: Any, args: tuple[Any, ...], kwargs: dict[str, An
     return args, kwargs, found
 
 
-def _zero_dim_tensor(v: "IRVisitor", number: Any, partner: torch.dtype | None) -> Tensor:
-    """``number`` as a 0-d tensor whose dtype promotes with ``partner`` as the plain number would."""
+def _zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -> Tensor:
+    """``number`` as a 0-d tensor that promotes with ``partners`` as the plain number would."""
     value = v.value(number) if isinstance(number, fx.Node) else number
     if isinstance(value, Tensor):
         return value
-    kind = _scalar_kind(None, value) if isinstance(value, Scalar) else type(value)
-    if kind is bool:
-        dtype = torch.bool
-    elif kind is float:
-        dtype = partner if partner is not None and partner.is_floating_point else torch.float32
-    else:
-        dtype = partner if partner is not None and not partner.is_floating_point and partner != torch.bool else torch.int64
+    sample = _scalar_kind(None, value)(0) if isinstance(value, Scalar) else value
+    dtype = scalar_tensor_dtype(sample, partners)
     elt = element_type(dtype)
     scalar = v.ops.convert(value, elt) if isinstance(value, Scalar) else v.ops.const(value, elt)
     result = Tensor(v.ops.fresh("t0d"), (), dtype)
@@ -154,8 +151,8 @@ def _input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | N
     for every reduction, mean and variance included)."""
     inputs = node_inputs(node)
     numbers = numbers or {}
-    partner = next((x.dtype for x in (_resolved(v, n) for n in inputs if n not in numbers) if isinstance(x, Tensor)), None)
-    values = [_zero_dim_tensor(v, numbers[n], partner) if n in numbers else v.value(n) for n in inputs]
+    partners = [x.dtype for x in (_resolved(v, n) for n in inputs if n not in numbers) if isinstance(x, Tensor)]
+    values = [_zero_dim_tensor(v, numbers[n], partners) if n in numbers else v.value(n) for n in inputs]
     reduced = reduced_dims(node)
     if reduced is None or not inputs or node.args[0] is not inputs[0]:
         return values
@@ -240,7 +237,8 @@ def import_and_inline(v: "IRVisitor", node: fx.Node, input_values: list[Any]) ->
             val = source.meta.get("val")
             kind = _scalar_kind(val, value)
             import_inputs.append(val if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else kind(1))
-            fake_args.append(kind(1))
+            # A runtime integer may be a size: keep it symbolic so result dims follow it.
+            fake_args.append(shape_env.create_unbacked_symint() if kind is int else kind(1))
             operands.append(v.ops.convert(value, {bool: "i1", int: "i64", float: "f64"}[kind]).ssa)
         elif isinstance(value, (bool, int, float)):
             import_inputs.append(value)
