@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 
+import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
+
 settings.register_profile(
     "ci",
     derandomize=True,

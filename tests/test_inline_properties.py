@@ -771,7 +771,7 @@ def test_many_copies_share_one_builder(data: st.DataObject, first: Generated, se
         check_names_and_aliases(rendered, builder, [first, second], module)
 
 
-@settings(max_examples=examples(300))
+@settings(max_examples=examples(200))
 @given(data=st.data(), source=mlir_modules())
 def test_inlining_is_deterministic(data: st.DataObject, source: Generated) -> None:
     count = len(source.arg_types)

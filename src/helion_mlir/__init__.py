@@ -53,3 +53,4 @@ __all__ = [
     "synthesize_tensor_meta",
     "verify_module_text",
 ]
+from . import helion_backend  # noqa: E402,F401  (registers the Helion backend "mlir")

@@ -140,7 +140,9 @@ _TO_LLVM_STEPS: tuple[_Step, ...] = _steps(
     "lower-affine",
     "convert-vector-to-llvm",
     "finalize-memref-to-llvm",
-    # bf16 conversions become integer ops: no reliance on compiler-rt helpers.
+    # bf16/f16 arithmetic runs in f32 and bf16 conversions become integer ops, so the
+    # JIT never needs compiler-rt helpers such as __truncsfbf2 (absent in-process).
+    "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})",
     "func.func(arith-expand{include-bf16=true})",
     "func.func(convert-math-to-llvm)",
     "convert-math-to-libm",

@@ -124,7 +124,7 @@ def mask_lanes(v: "IRVisitor", value: Tensor, dims: list[tuple[int, Tile]], fill
                 v.ops.op(f"{both} = arith.andi {cond}, {lt} : i1")
                 lt = both
             cond = lt
-        fill_c = v.ops.const(fill, elt)
+        fill_c = v.ops.convert(fill, elt)
         out = v.ops.fresh("masked")
         v.ops.op(f"{out} = arith.select {cond}, {args[0]}, {fill_c.ssa} : {elt}")
         return out
@@ -136,8 +136,8 @@ def mask_lanes(v: "IRVisitor", value: Tensor, dims: list[tuple[int, Tile]], fill
 def lower_mask_to(v: "IRVisitor", node: fx.Node) -> Tensor:
     value = v.tensor(node.args[0])
     fill = node.args[1]
-    if isinstance(fill, fx.Node):
-        raise HelionMLIRError("_mask_to with a computed fill value is not supported")
+    if isinstance(fill, (fx.Node, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        fill = v.value(fill) if isinstance(fill, fx.Node) else v.eval_symbolic(fill)
     return mask_lanes(v, value, ragged_dims(v, node, value.rank), fill)
 
 

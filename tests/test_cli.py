@@ -1,0 +1,207 @@
+"""The ``helion-mlir`` command: emit, run, check and ops, run in-process through ``main(argv)``,
+plus the console script and ``python -m helion_mlir`` as subprocesses."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from helion_mlir import OutputType, verify_module_text
+from helion_mlir import cli
+from helion_mlir.cli import main
+from helion_mlir.kernel_loading import TensorSpec, make_args, parse_args_spec
+from helion_mlir.op_catalog import CATALOG
+from helion_mlir.op_support import OpSupport
+
+ROOT = Path(__file__).resolve().parents[1]
+ADD = ROOT / "examples" / "add.py"
+ADD_ARGS = "f32[32,64], f32[32,64]"
+
+# Lowering rejects inline assembly with a node error that names this line.
+ASM_KERNEL = textwrap.dedent(
+    """\
+    import torch
+    import helion
+    import helion.language as hl
+
+
+    @helion.kernel(config=helion.Config(block_sizes=[16]))
+    def asm_copy(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tile in hl.tile(x.size(0)):
+            out[tile] = hl.inline_asm_elementwise("mov.u32 $0, $1;", "=r,r", [x[tile]], dtype=torch.int32, is_pure=True, pack=1)
+        return out
+
+
+    def make_args(shape="divisible"):
+        return (torch.arange(32, dtype=torch.int32),)
+    """
+)
+ASM_LINE = 10
+
+
+@pytest.fixture
+def asm_file(tmp_path: Path) -> Path:
+    path = tmp_path / "asm.py"
+    path.write_text(ASM_KERNEL)
+    return path
+
+
+@pytest.mark.parametrize("output_type", ["linalg", "tosa"])
+def test_emit_writes_a_module_that_verifies(tmp_path: Path, capsys, output_type: str) -> None:
+    out = tmp_path / "add.mlir"
+    assert main(["emit", f"{ADD}:add", "--args", ADD_ARGS, "-t", output_type, "-o", str(out)]) == 0
+    text = out.read_text()
+    verify_module_text(text)
+    assert "func.func @add(%x: tensor<32x64xf32>, %y: tensor<32x64xf32>" in text
+    assert ("tosa.add" in text) == (output_type == "tosa")
+    assert f"wrote {out}" in capsys.readouterr().err
+
+
+def test_emit_prints_to_stdout_with_config_and_make_args_and_logs_with_verbose(capsys) -> None:
+    matmul = ROOT / "examples" / "matmul.py"
+    assert main(["-v", "emit", str(matmul), "--config", '{"block_sizes": [8, 8, 16]}']) == 0
+    captured = capsys.readouterr()
+    verify_module_text(captured.out)
+    assert "tensor<32x64xf32> to tensor<8x16xf32>" in captured.out  # make_args' x, config's tiles
+    assert "emitted kernel matmul" in captured.err
+
+
+def test_run_reports_matching_results_and_times(capsys) -> None:
+    rms_norm = ROOT / "examples" / "rms_norm.py"
+    assert main(["run", str(rms_norm), "--args", "f32[16,64], f32[64], 1e-5", "-t", "tosa"]) == 0
+    out = capsys.readouterr().out
+    assert "args: f32[16,64], f32[64], 1e-05" in out
+    assert "result  f32[16,64]" in out and "rtol=0.0001 atol=0.0001  ok" in out
+    assert "times: emit" in out and "compile" in out and "run" in out
+    assert "match: 1 output(s) agree" in out
+
+
+def test_run_exits_1_when_results_differ(monkeypatch, capsys) -> None:
+    real = cli.reference_kernel
+    monkeypatch.setattr(cli, "reference_kernel", lambda kernel: lambda *args: real(kernel)(*args) + 0.5)
+    assert main(["run", str(ADD), "--args", ADD_ARGS, "--atol", "0.25"]) == 1
+    out = capsys.readouterr().out
+    assert "result  f32[32,64]  0.5" in out and "MISMATCH: beyond tolerance" in out
+    assert "mismatch: 1 of 1 output(s) differ" in out
+
+
+def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_file: Path, capsys) -> None:
+    for name in ("add.py", "exp.py"):
+        shutil.copy(ROOT / "examples" / name, tmp_path / name)
+    (tmp_path / "broken.py").write_text("import helion\ndef f(:\n")
+    (tmp_path / "no_args.py").write_text(ASM_KERNEL.replace("def make_args", "def other"))
+
+    assert main(["check", str(tmp_path / "add.py"), str(tmp_path / "exp.py"), "--run"]) == 0
+    assert "2 checked: 2 passed, 0 failed, 0 skipped" in capsys.readouterr().out
+
+    assert main(["check", str(tmp_path), "--run"]) == 1
+    captured = capsys.readouterr()
+    rows = {line.split()[0]: line for line in captured.out.splitlines() if line.startswith(str(tmp_path))}
+    assert rows[f"{tmp_path / 'add.py'}:add"].split()[1:6] == ["linalg-on-tensors", "9", "yes", "yes", "yes"]
+    assert rows[f"{tmp_path / 'exp.py'}:exp_kernel"].split()[3:6] == ["yes", "yes", "yes"]
+    assert "inline assembly is specific to a GPU back end" in rows[f"{asm_file}:asm_copy"]
+    assert f"{asm_file}:{ASM_LINE}" in rows[f"{asm_file}:asm_copy"]
+    assert "import failed: SyntaxError" in rows[str(tmp_path / "broken.py")]
+    assert "skipped: no example args (define make_args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
+    assert "5 checked: 2 passed, 2 failed, 1 skipped" in captured.out
+    assert "hint: express the operation with torch ops" in captured.out  # the full failure message
+    assert "3/3" in captured.err  # the progress bar
+
+
+def test_ops_prints_rule_targets_and_the_support_table(capsys) -> None:
+    assert main(["ops"]) == 0
+    out = capsys.readouterr().out
+    assert "memory_ops: load, store" in out
+    assert "ATen/prims ops: via torch-mlir" in out
+    header = next(line for line in out.splitlines() if line.startswith("target "))
+    assert header.split() == ["target", *(t.value for t in OutputType)]
+    assert any(line.split()[:5] == ["aten.add.Tensor", "yes", "yes", "yes", "yes"] for line in out.splitlines())
+
+
+def test_ops_measure_renders_a_fresh_measurement(monkeypatch, capsys) -> None:
+    failures = {(case.name, ot): {} for case in CATALOG for ot in OutputType}
+    failures[("aten.add.Tensor", OutputType.TOSA)][("f32", "symbolic")] = "'tosa.add' op <fake> failure"
+    monkeypatch.setattr(cli, "measure_op_support", lambda: OpSupport(failures))
+    assert main(["ops", "--measure"]) == 0
+    out = capsys.readouterr().out
+    assert "(measured now)" in out
+    row = next(line for line in out.splitlines() if line.startswith("aten.add.Tensor "))
+    assert "no: f32 symbolic [1]" in row
+    assert "[1] 'tosa.add' op <fake> failure" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["emit", str(ADD), "--args", "f32[32,64"], "bad --args: unclosed '['"),
+        (["emit", str(ADD), "--args", "f8[32,64], f32[32,64]"], "unknown dtype 'f8'"),
+        (["run", str(ADD), "--args", "f32[32,x], f32[32,64]"], "size 'x'"),
+        (["emit", str(ADD), "--args", "f32[32,64]"], "kernel 'add' takes 2 arguments (x, y), got 1"),
+        (["emit", str(ROOT / "examples" / "missing.py")], "no such file"),
+        (["emit", f"{ADD}:nope"], "has no helion kernel named 'nope' (kernels defined there: add)"),
+        (["emit", str(ADD), "--config", "{block_sizes: [8]}"], "--config is not valid JSON"),
+        (["emit", str(ADD), "--config", '{"block_size": [8]}'], "did you mean 'block_sizes'?"),
+        (["emit", str(ADD), "-t", "spirv"], "unknown output type 'spirv'"),
+        (["check", str(ROOT / "missing")], "no such file or folder"),
+        (["check"], "the following arguments are required: PATH"),
+        ([], "the following arguments are required: COMMAND"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_clear_message(argv: list[str], message: str, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_lowering_failure_exits_1_and_shows_a_traceback_only_with_debug(asm_file: Path, capsys) -> None:
+    assert main(["emit", str(asm_file), "-t", "stablehlo"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("helion-mlir: error: cannot lower kernel 'asm_copy' to stablehlo\n")
+    assert f"node 'inline_asm_elementwise' (inline_asm_ops.inline_asm_elementwise) at {asm_file}:{ASM_LINE}" in err
+    assert "next: " in err and "Traceback" not in err
+    assert main(["--debug", "emit", str(asm_file)]) == 1
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["emit", "run", "check", "ops"])
+def test_every_help_shows_an_example(command: str, capsys) -> None:
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "example" in out
+    assert any(line.strip().startswith(f"helion-mlir {command}") for line in out.splitlines())
+
+
+def test_args_spec_parses_tensors_and_numbers_and_makes_seeded_args() -> None:
+    specs = parse_args_spec(" bf16[2, 3],i64[4], bool[], 1e-5, -2, TRUE ")
+    assert specs == [TensorSpec(torch.bfloat16, (2, 3)), TensorSpec(torch.int64, (4,)),
+                     TensorSpec(torch.bool, ()), 1e-5, -2, True]
+    first, again = make_args(specs, seed=3), make_args(specs, seed=3)
+    assert [a.dtype for a in first[:3]] == [torch.bfloat16, torch.int64, torch.bool]
+    assert [tuple(a.shape) for a in first[:3]] == [(2, 3), (4,), ()]
+    assert all(torch.equal(a, b) for a, b in zip(first[:3], again[:3])) and first[3:] == (1e-5, -2, True)
+    assert not torch.equal(first[0], make_args(specs, seed=4)[0])
+    assert parse_args_spec("") == []
+
+
+def test_console_script_emits_a_verified_module() -> None:
+    script = Path(sys.executable).parent / "helion-mlir"
+    assert script.exists(), "reinstall the package: python -m pip install -e . --no-deps"
+    done = subprocess.run([str(script), "emit", str(ADD), "--args", ADD_ARGS, "-t", "tosa"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    verify_module_text(done.stdout)
+
+
+def test_python_dash_m_reports_bad_usage_with_exit_2() -> None:
+    done = subprocess.run([sys.executable, "-m", "helion_mlir", "emit", str(ADD), "--args", "f32[32,64], 7x"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.startswith("helion-mlir: error: bad --args: '7x' is neither a tensor")

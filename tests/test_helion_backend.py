@@ -1,0 +1,275 @@
+"""The Helion backend "mlir": calling real kernels runs them through helion_mlir on CPU.
+
+Kernels are twins of the examples with ``backend="mlir"`` (a fresh twin per test, so every
+test compiles what it checks) or small kernels defined here; results are compared with
+torch on ragged shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import helion
+import helion.language as hl
+import pytest
+import torch
+from helion._compiler.backend_registry import get_backend_class
+from helion.runtime.kernel import BoundKernel
+
+import helion_mlir
+from examples_util import clone_args, load_example_by_name, register_cpu_matmul_dtype_overloads
+from helion_mlir import compiled_kernel, helion_backend
+from helion_mlir.errors import HelionMLIRError, UnsupportedNodeError
+
+
+def mlir_twin(kernel: helion.Kernel, **settings: Any) -> helion.Kernel:
+    """A new kernel with ``kernel``'s function and configs on the "mlir" backend."""
+    replaced = dataclasses.replace(kernel.settings, backend="mlir", **settings)
+    return helion.kernel(kernel.fn, configs=list(kernel.configs), settings=replaced)
+
+
+def assert_matches(got: Any, expected: Any, tolerance: dict[str, float]) -> None:
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(got, (tuple, list)) and len(got) == len(expected)
+        for g, e in zip(got, expected):
+            assert_matches(g, e, tolerance)
+        return
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, **tolerance)
+
+
+@dataclasses.dataclass
+class Compilations:
+    """What the backend asked helion_mlir for, and how often MLIR was compiled to native code."""
+
+    requested: list[compiled_kernel.CompiledKernel] = dataclasses.field(default_factory=list)
+    native: int = 0
+
+
+@pytest.fixture
+def compilations(monkeypatch: pytest.MonkeyPatch) -> Compilations:
+    seen = Compilations()
+    compile_kernel = helion_backend.compile_kernel
+    compile_module = compiled_kernel.compile_module
+
+    def recording_compile_kernel(*args: Any, **kwargs: Any) -> compiled_kernel.CompiledKernel:
+        compiled = compile_kernel(*args, **kwargs)
+        seen.requested.append(compiled)
+        return compiled
+
+    def counting_compile_module(*args: Any, **kwargs: Any) -> Any:
+        seen.native += 1
+        return compile_module(*args, **kwargs)
+
+    monkeypatch.setattr(helion_backend, "compile_kernel", recording_compile_kernel)
+    monkeypatch.setattr(compiled_kernel, "compile_module", counting_compile_module)
+    monkeypatch.delenv(helion_backend.OUTPUT_TYPE_ENV, raising=False)
+    monkeypatch.delenv(helion_backend.DUMP_ENV, raising=False)
+    return seen
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _matmul_overloads() -> None:
+    register_cpu_matmul_dtype_overloads()
+
+
+@helion.kernel(backend="mlir")
+def scale_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(out.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n] * 2.0 + y[tile_m, tile_n]
+    return out
+
+
+def _device_print(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        value = x[tile]
+        hl.device_print("value", value)
+        out[tile] = value
+    return out
+
+
+def _inline_asm(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = hl.inline_asm_elementwise(
+            "mov.b32 $0, $1;", "=r,r", [x[tile]], dtype=torch.float32, is_pure=True, pack=1
+        )
+    return out
+
+
+def test_import_registers_the_backend_once() -> None:
+    wrapped = BoundKernel.compile_config
+    helion_backend.install()
+    assert get_backend_class("mlir") is helion_backend.MLIRBackend
+    assert BoundKernel.compile_config is wrapped
+    assert not getattr(wrapped.__wrapped__, "_helion_mlir_wrapped", False)  # not wrapped twice
+
+
+@pytest.mark.parametrize("name", ["add", "softmax_two_pass", "matmul"])
+def test_example_kernels_run_through_the_backend(name: str, compilations: Compilations) -> None:
+    example = load_example_by_name(name)
+    kernel = mlir_twin(example.KERNEL)
+    args = example.make_args("ragged")
+    got = kernel(*clone_args(args))
+    assert_matches(got, example.reference(*clone_args(args)), example.TOLERANCE)
+    assert [c.name for c in compilations.requested] == [example.KERNEL.name]
+    assert compilations.requested[0].output_type is helion_mlir.OutputType.LINALG_ON_TENSORS
+
+
+def test_host_allocated_output_and_in_place_argument(compilations: Compilations) -> None:
+    example = load_example_by_name("xorshift_rand")
+    out_bits, seed = example.make_args("ragged")
+    expected_bits, expected_uniform = example.reference(out_bits.clone(), seed)
+    bits, uniform = mlir_twin(example.KERNEL)(out_bits, seed)
+    assert bits is out_bits  # written in place, as Helion would
+    torch.testing.assert_close(out_bits, expected_bits, rtol=0, atol=0)
+    torch.testing.assert_close(uniform, expected_uniform, rtol=0, atol=0)
+
+
+def test_second_call_reuses_the_compiled_kernel(compilations: Compilations) -> None:
+    example = load_example_by_name("add")
+    kernel = mlir_twin(example.KERNEL)
+    args = example.make_args("ragged")
+    first = kernel(*args)
+    second = kernel(*args)
+    assert compilations.native == 1 and len(compilations.requested) == 1
+    torch.testing.assert_close(second, first, rtol=0, atol=0)
+    kernel(*example.make_args("divisible"))  # static shapes: a new shape is a new kernel
+    assert compilations.native == 2
+
+
+def test_dynamic_shapes_share_one_compiled_kernel(compilations: Compilations) -> None:
+    example = load_example_by_name("row_mean_dynamic")
+    kernel = mlir_twin(example.KERNEL)
+    for shape in ("ragged", "divisible"):
+        args = example.make_args(shape)
+        assert_matches(kernel(*clone_args(args)), example.reference(*clone_args(args)), example.TOLERANCE)
+    assert compilations.native == 1
+
+
+def test_kernel_without_config_uses_helions_default(compilations: Compilations) -> None:
+    x, y = torch.randn(19, 45), torch.randn(19, 45)
+    torch.testing.assert_close(scale_add(x, y), x * 2.0 + y)
+    (compiled,) = compilations.requested
+    assert compiled.config == scale_add.bind((x, y)).config_spec.default_config()
+
+
+def test_first_of_several_configs_is_used_without_autotuning(compilations: Compilations) -> None:
+    first, second = helion.Config(block_sizes=[8, 16]), helion.Config(block_sizes=[16, 32])
+    kernel = helion.kernel(scale_add.fn, configs=[first, second], backend="mlir")
+    x, y = torch.randn(21, 50), torch.randn(21, 50)
+    torch.testing.assert_close(kernel(x, y), x * 2.0 + y)
+    (compiled,) = compilations.requested
+    assert compiled.config == first
+
+
+def test_set_config_compiles_the_config_it_is_given(compilations: Compilations) -> None:
+    x, y = torch.randn(11, 40), torch.randn(11, 40)
+    bound = helion.kernel(scale_add.fn, config=helion.Config(block_sizes=[8, 16]), backend="mlir").bind((x, y))
+    chosen = helion.Config(block_sizes=[4, 32])
+    bound.set_config(chosen)
+    torch.testing.assert_close(bound(x, y), x * 2.0 + y)
+    (compiled,) = compilations.requested
+    assert compiled.config == chosen
+
+
+def test_settings_select_the_backend(compilations: Compilations) -> None:
+    kernel = helion.kernel(
+        scale_add.fn, config=helion.Config(block_sizes=[8, 8]), settings=helion.Settings(backend="mlir")
+    )
+    x, y = torch.randn(13, 30), torch.randn(13, 30)
+    torch.testing.assert_close(kernel(x, y), x * 2.0 + y)
+    assert len(compilations.requested) == 1
+
+
+def test_environment_variable_selects_the_backend(tmp_path: Path) -> None:
+    script = tmp_path / "use_env_backend.py"
+    script.write_text(textwrap.dedent(
+        """
+        import json
+
+        import helion_mlir  # registers "mlir" before Settings() reads HELION_BACKEND
+        import helion
+        import helion.language as hl
+        import torch
+
+
+        @helion.kernel(config=helion.Config(block_sizes=[16]))
+        def negate(x):
+            out = torch.empty_like(x)
+            for tile in hl.tile(x.size(0)):
+                out[tile] = -x[tile]
+            return out
+
+
+        x = torch.randn(37)
+        result = negate(x)
+        print(json.dumps({
+            "settings": negate.settings.backend,
+            "backend": type(negate.bind((x,)).env.backend).__name__,
+            "exact": bool(torch.equal(result, -x)),
+        }))
+        """
+    ))
+    env = {**os.environ, "HELION_BACKEND": "mlir"}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"settings": "mlir", "backend": "MLIRBackend", "exact": True}
+
+
+def test_dump_writes_each_module_named_after_kernel_and_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compilations: Compilations
+) -> None:
+    dump_dir = tmp_path / "dumps" / "nested"
+    monkeypatch.setenv(helion_backend.DUMP_ENV, str(dump_dir))
+    monkeypatch.setenv(helion_backend.OUTPUT_TYPE_ENV, "tosa")
+    example = load_example_by_name("add")
+    args = example.make_args("ragged")
+    configs = [example.KERNEL.configs[0], helion.Config(block_sizes=[8, 8])]
+    for config in configs:
+        kernel = helion.kernel(example.KERNEL.fn, config=config, backend="mlir")
+        torch.testing.assert_close(kernel(*args), example.reference(*args), **example.TOLERANCE)
+    expected = {f"add_{hashlib.sha256(repr(c).encode()).hexdigest()[:8]}_tosa.mlir" for c in configs}
+    assert {p.name for p in dump_dir.iterdir()} == expected
+    for compiled in compilations.requested:
+        text = helion_backend.dump_path(dump_dir, compiled).read_text()
+        helion_mlir.verify_module_text(text)
+        assert "tosa." in text and compiled.mlir in text
+
+
+def test_unknown_output_type_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(helion_backend.OUTPUT_TYPE_ENV, "spirv")
+    with pytest.raises(HelionMLIRError, match="HELION_MLIR_OUTPUT_TYPE: unknown output type 'spirv'"):
+        helion_backend.output_type_from_env()
+
+
+@pytest.mark.parametrize(
+    ("fn", "node"), [(_device_print, "device_print"), (_inline_asm, "inline_asm_elementwise")]
+)
+def test_unsupported_node_raises_helion_mlir_error(fn: Any, node: str, compilations: Compilations) -> None:
+    kernel = helion.kernel(fn, config=helion.Config(block_sizes=[16]), backend="mlir")
+    with pytest.raises(UnsupportedNodeError, match=f"node '{node}'"):
+        kernel(torch.randn(40))
+
+
+def test_other_backends_keep_helions_compile_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    routed: list[BoundKernel[Any]] = []
+    monkeypatch.setattr(helion_backend, "_compile_through_mlir", lambda bound, config: routed.append(bound))
+    triton_kernel = helion.kernel(scale_add.fn, config=helion.Config(block_sizes=[8, 8]), backend="triton")
+    bound = triton_kernel.bind((torch.randn(8, 8), torch.randn(8, 8)))
+    try:
+        bound.compile_config()
+    except ImportError:  # Helion's own path imports the generated Triton module; CPU installs lack triton
+        pass
+    assert routed == []

@@ -1,0 +1,180 @@
+"""Nodes helion_mlir cannot lower raise UnsupportedNodeError, and say where and why.
+
+Covers the Helion targets rejected on purpose (inline assembly, inline Triton,
+device_print), ATen ops torch-mlir cannot lower for an output type, and device-IR
+targets with no lowering rule at all. Every error names the node, its target and the
+kernel source line; generate_mlir returns nothing when it raises.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from torch import fx
+
+import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
+from examples_util import EXAMPLES_DIR, load_example
+from helion.language import _tracing_ops
+from helion_mlir import UnsupportedNodeError, generate_mlir
+from helion_mlir import lowering_registry
+from helion_mlir.builder import MLIRBuilder
+from helion_mlir.torch_import import TorchMLIRNodeImporter
+from helion_mlir.visitor import IRVisitor
+
+KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "rejected_kernels.py")
+KERNEL_FILE = KERNELS.uses_inline_asm.fn.__code__.co_filename
+
+
+def line_of(needle: str, path: str = KERNEL_FILE) -> int:
+    hits = [n for n, line in enumerate(Path(path).read_text().splitlines(), 1) if needle in line]
+    assert len(hits) == 1, f"{needle!r} occurs {len(hits)} times in {path}"
+    return hits[0]
+
+
+def lowering_error(kernel: Any, args: tuple[Any, ...], output_type: str = "linalg-on-tensors") -> UnsupportedNodeError:
+    """The UnsupportedNodeError generate_mlir raises (no text is returned when it raises)."""
+    bound = kernel.bind(args)
+    with pytest.raises(UnsupportedNodeError) as info:
+        generate_mlir(bound, output_type=output_type)
+    return info.value
+
+
+# ------------------------------------------------------------------- rejected Helion targets
+REJECTED = [
+    # kernel, args, node name, target as the message spells it, source text, reason fragment
+    ("uses_inline_asm", KERNELS.int_args, "inline_asm_elementwise", "inline_asm_ops.inline_asm_elementwise",
+     'hl.inline_asm_elementwise("mov.u32', "inline assembly"),
+    ("uses_inline_triton", KERNELS.float_args, "inline_triton", "inline_triton_ops.inline_triton",
+     'hl.inline_triton("{0} * 2"', "inline Triton"),
+    ("uses_device_print", KERNELS.float_args, "device_print", "device_print.device_print",
+     'hl.device_print("vals="', "device_print"),
+]
+
+
+@pytest.mark.parametrize(("kernel", "make_args", "node", "target", "source", "reason"), REJECTED,
+                         ids=[r[0] for r in REJECTED])
+def test_rejected_helion_target_raises_naming_node_target_and_source_line(
+    kernel: str, make_args: Any, node: str, target: str, source: str, reason: str
+) -> None:
+    err = lowering_error(getattr(KERNELS, kernel), make_args())
+    where = f"{KERNEL_FILE}:{line_of(source)}"
+    assert (err.node_name, err.target, err.source_location) == (node, target, where)
+    message = str(err)
+    assert message.startswith(f"node '{node}' ({target}) at {where}: "), message
+    assert reason in message
+    assert "hint:" in message
+    assert "func.func" not in message  # no partial module in the error either
+
+
+@pytest.mark.parametrize("output_type", ["tosa", "raw"])
+def test_rejected_helion_target_is_rejected_for_every_output_type(output_type: str) -> None:
+    err = lowering_error(KERNELS.uses_device_print, KERNELS.float_args(), output_type)
+    assert err.target == "device_print.device_print"
+
+
+@pytest.mark.xfail(strict=True, reason="an unused inline_asm_elementwise result is dropped as dead code even "
+                   "with is_pure=False, so its side effect is lost and a module is returned")
+def test_impure_inline_asm_whose_result_is_unused_is_still_rejected() -> None:
+    err = lowering_error(KERNELS.uses_impure_inline_asm_for_effect, KERNELS.int_args())
+    assert err.node_name == "inline_asm_elementwise"
+
+
+@pytest.mark.xfail(strict=True, reason="an unused inline_triton result is dropped as dead code, although the "
+                   "snippet may have side effects, and a module is returned")
+def test_inline_triton_whose_result_is_unused_is_still_rejected() -> None:
+    err = lowering_error(KERNELS.uses_inline_triton_for_effect, KERNELS.float_args())
+    assert err.node_name == "inline_triton"
+
+
+# ---------------------------------------------------------------- ATen ops torch-mlir rejects
+@pytest.mark.parametrize("output_type", ["linalg-on-tensors", "tosa", "stablehlo"])
+def test_aten_op_torch_mlir_cannot_lower_raises_with_output_type_and_diagnostics(output_type: str) -> None:
+    err = lowering_error(KERNELS.uses_erfinv, KERNELS.float_args(), output_type)
+    where = f"{KERNEL_FILE}:{line_of('torch.erfinv(')}"
+    assert (err.node_name, err.target, err.source_location, err.output_type) == (
+        "erfinv", "aten.erfinv.default", where, output_type)
+    assert any("failed to legalize operation 'torch.aten.erfinv'" in d for d in err.diagnostics), err.diagnostics
+    message = str(err)
+    assert message.startswith(f"node 'erfinv' (aten.erfinv.default) at {where}: "), message
+    assert f"(output type '{output_type}')" in message
+    assert "torch-mlir diagnostics:" in message and "failed to legalize operation 'torch.aten.erfinv'" in message
+    assert "func.func @uses_erfinv" not in message
+
+
+def test_aten_op_failing_for_one_output_type_still_lowers_for_the_others() -> None:
+    # torch-mlir imports aten.erfinv (raw) but lowers it to no backend; sinh lacks only tosa.
+    bound_erfinv = KERNELS.uses_erfinv.bind(KERNELS.float_args())
+    assert "torch.aten.erfinv" in generate_mlir(bound_erfinv, output_type="raw")
+    err = lowering_error(KERNELS.uses_sinh, KERNELS.float_args(), "tosa")
+    assert (err.node_name, err.target, err.output_type) == ("sinh", "aten.sinh.default", "tosa")
+    assert "failed to legalize operation 'torch.aten.sinh'" in str(err)
+    bound_sinh = KERNELS.uses_sinh.bind(KERNELS.float_args())
+    assert "math.sinh" in generate_mlir(bound_sinh, output_type="linalg-on-tensors")
+    assert "stablehlo." in generate_mlir(bound_sinh, output_type="stablehlo")
+
+
+def test_failed_lowering_of_a_rebuilt_aten_node_names_the_kernels_own_node() -> None:
+    # atan2(v, v): Helion strips the repeated operand, so the lowering imports a rebuilt
+    # twin of the node; the error must still name the node (and line) the kernel has.
+    err = lowering_error(KERNELS.uses_atan2_of_itself, KERNELS.float_args(), "tosa")
+    assert (err.node_name, err.target, err.output_type) == ("atan2", "aten.atan2.default", "tosa")
+    assert err.source_location == f"{KERNEL_FILE}:{line_of('torch.atan2(')}"
+    assert any("failed to legalize operation 'torch.aten.atan2'" in d for d in err.diagnostics)
+    assert "(output type 'tosa')" in str(err)
+    bound = KERNELS.uses_atan2_of_itself.bind(KERNELS.float_args())
+    assert "math.atan2" in generate_mlir(bound, output_type="linalg-on-tensors")
+
+
+@pytest.mark.xfail(strict=True, reason="when the node is rebuilt (stripped inputs, numbers as 0-d tensors), "
+                   "lower_aten_op re-raises a plain UnsupportedNodeError: the 'torch-mlir cannot lower it to "
+                   "<type>' reason and the docs/op-support.md hint are lost")
+def test_rebuilt_aten_node_failure_reads_like_any_other_torch_mlir_failure() -> None:
+    direct = lowering_error(KERNELS.uses_sinh, KERNELS.float_args(), "tosa")
+    rebuilt = lowering_error(KERNELS.uses_atan2_of_itself, KERNELS.float_args(), "tosa")
+    assert type(rebuilt) is type(direct)
+    assert "torch-mlir cannot lower it to tosa" in str(direct)
+    assert "torch-mlir cannot lower it to tosa" in str(rebuilt)
+    assert "hint:" in str(rebuilt)
+
+
+# --------------------------------------------------------------------- targets with no rule
+def fake_device_op(x: Any) -> Any:
+    """Stands in for a Helion device op helion_mlir has never heard of."""
+    raise AssertionError("never called")
+
+
+fake_device_op.__module__ = "helion.language.future_ops"
+
+
+def test_visiting_a_target_without_a_rule_raises_a_clear_error_and_emits_nothing() -> None:
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    node = graph.call_function(fake_device_op, (x,))
+    node.meta["location"] = SimpleNamespace(filename="/kernels/new_op.py", lineno=12, colno=8)
+    builder = MLIRBuilder()
+    visitor = IRVisitor(None, builder, TorchMLIRNodeImporter())  # type: ignore[arg-type]
+    with pytest.raises(UnsupportedNodeError) as info:
+        visitor.visit(node)
+    err = info.value
+    assert (err.node_name, err.target, err.source_location) == (
+        "fake_device_op", "future_ops.fake_device_op", "/kernels/new_op.py:12")
+    assert str(err).startswith(
+        "node 'fake_device_op' (future_ops.fake_device_op) at /kernels/new_op.py:12: "
+        "helion_mlir has no lowering for this node target")
+    assert "hint:" in str(err)
+    assert node not in visitor.values
+    assert "fake_device_op" not in builder.render()
+
+
+def test_kernel_reaching_a_target_whose_rule_is_missing_raises_at_its_source_line(monkeypatch: Any) -> None:
+    lowering_registry.lookup_lowering(None)  # make sure every rule is registered first
+    monkeypatch.delitem(lowering_registry._LOWERINGS, _tracing_ops._while_loop)
+    newton = load_example(EXAMPLES_DIR / "newton_rsqrt.py")
+    source = newton.KERNEL.fn.__code__.co_filename
+    err = lowering_error(newton.KERNEL, newton.make_args("divisible"))
+    assert (err.node_name, err.target) == ("_while_loop", "_tracing_ops._while_loop")
+    assert err.source_location == f"{source}:{line_of('while step < iters:', source)}"
+    assert "helion_mlir has no lowering for this node target" in str(err)
