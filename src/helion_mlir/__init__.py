@@ -11,6 +11,7 @@ _install_helion_compat()
 
 from .batch import BatchReport, KernelCase, KernelResult, check_kernels  # noqa: E402
 from .builder import MLIRBuilder  # noqa: E402
+from .compiled_kernel import CompiledKernel, compile_kernel  # noqa: E402
 from .errors import (  # noqa: E402
     ArgumentError,
     ExecutionError,
@@ -32,6 +33,7 @@ __all__ = [
     "ArgumentError",
     "BatchReport",
     "CompiledFunction",
+    "CompiledKernel",
     "ExecutionError",
     "HelionMLIRError",
     "KernelCase",
@@ -44,6 +46,7 @@ __all__ = [
     "TorchMLIRNodeImporter",
     "UnsupportedNodeError",
     "check_kernels",
+    "compile_kernel",
     "compile_module",
     "generate_mlir",
     "import_aten_node_to_mlir",

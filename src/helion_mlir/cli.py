@@ -118,8 +118,6 @@ NEXT_FOR_STAGE = {
     "reference": "check that the kernel runs eagerly on these --args",
 }
 
-log = logging.getLogger(__name__)
-
 
 class CommandError(Exception):
     """An expected failure: printed as an error line, details and a next step; no traceback."""
@@ -374,9 +372,7 @@ def _stage_failure(err: StageError, target: KernelTarget, output_type: OutputTyp
         "run": f"kernel '{target.name}' ({output_type}) failed on the CPU",
         "reference": f"Helion's reference mode failed on kernel '{target.name}'",
     }[err.stage]
-    failure = CommandError(what, details=err.details, next_step=NEXT_FOR_STAGE[err.stage], code=EXIT_FAILED)
-    failure.__cause__ = err.error
-    return failure
+    return CommandError(what, details=err.details, next_step=NEXT_FOR_STAGE[err.stage], code=EXIT_FAILED)
 
 
 def _emit(options: argparse.Namespace) -> int:
@@ -387,7 +383,7 @@ def _emit(options: argparse.Namespace) -> int:
         with _stage("lower"):
             text = generate_mlir(bound, output_type=options.output_type, config=target.config)
     except StageError as err:
-        raise _stage_failure(err, target, options.output_type) from None
+        raise _stage_failure(err, target, options.output_type) from err.error
     if options.output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return EXIT_OK
@@ -524,7 +520,7 @@ def _run(options: argparse.Namespace) -> int:
         outcome = run_and_compare(target.kernel, target.args, output_type=options.output_type,
                                   config=target.config, rtol=options.rtol, atol=options.atol)
     except StageError as err:
-        raise _stage_failure(err, target, options.output_type) from None
+        raise _stage_failure(err, target, options.output_type) from err.error
     rows = [
         (c.label, c.shape, f"{c.max_abs_error:.3g}", f"rtol={c.rtol:g} atol={c.atol:g}",
          "ok" if c.ok else f"MISMATCH: {c.problem}")

@@ -69,15 +69,28 @@ class _NodeError(HelionMLIRError):
     """An error tied to one FX node; the message always names the node, target and source line."""
 
     def __init__(self, node: Any, reason: str, *, hint: str | None = None) -> None:
+        self.reason = reason
+        self.hint = hint
+        super().__init__()
+        self._describe(node)
+
+    def _describe(self, node: Any) -> None:
         self.node_name: str = getattr(node, "name", str(node))
         self.target: str = describe_target(getattr(node, "target", None))
         self.source_location: str | None = node_source_location(node)
-        self.reason = reason
         where = f" at {self.source_location}" if self.source_location else ""
-        message = f"node '{self.node_name}' ({self.target}){where}: {reason}"
-        if hint:
-            message += f"\n  hint: {hint}"
-        super().__init__(message)
+        message = f"node '{self.node_name}' ({self.target}){where}: {self.reason}"
+        if self.hint:
+            message += f"\n  hint: {self.hint}"
+        self.args = (message,)
+
+    def about(self, node: Any) -> "_NodeError":
+        """The same error (same class, reason and details) reported for ``node``: used when
+        a stand-in node was lowered on the user's node's behalf."""
+        renamed = type(self).__new__(type(self))  # no __init__: subclasses take other arguments
+        renamed.__dict__.update(self.__dict__)
+        renamed._describe(node)
+        return renamed
 
 
 class NodeNormalizationError(_NodeError):

@@ -142,6 +142,7 @@ _TO_LLVM_STEPS: tuple[_Step, ...] = _steps(
     "finalize-memref-to-llvm",
     # bf16/f16 arithmetic runs in f32 and bf16 conversions become integer ops, so the
     # JIT never needs compiler-rt helpers such as __truncsfbf2 (absent in-process).
+    "func.func(math-extend-to-supported-types{target-type=f32})",
     "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})",
     "func.func(arith-expand{include-bf16=true})",
     "func.func(convert-math-to-llvm)",

@@ -10,7 +10,10 @@ node is lowered by its registered rule.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import logging
+import textwrap
 import time
 from typing import Any
 
@@ -25,7 +28,7 @@ from .lowerings.control_flow import emit_tile_loops
 from .output_type import OutputType
 from .torch_import import TorchMLIRNodeImporter
 from .verify import verify_module_text
-from .visitor import IRVisitor
+from .visitor import IRVisitor, source_location_body
 
 __all__ = ["generate_mlir", "bind_kernel"]
 
@@ -131,6 +134,15 @@ def _bind_function_symbols(v: IRVisitor) -> None:
 
 
 def _emit_root(v: IRVisitor, root: Any) -> None:
+    function_location = v.ops.location
+    v.ops.location = source_location_body(root.location) or function_location
+    try:
+        _emit_root_loops(v, root)
+    finally:
+        v.ops.location = function_location
+
+
+def _emit_root_loops(v: IRVisitor, root: Any) -> None:
     written = v.model.writes.get(root.graph_id, [])
     begins = [v.eval_symbolic(d.begin) for d in root.dims]
     ends = [v.eval_symbolic(d.end) for d in root.dims]
@@ -148,9 +160,16 @@ def _emit_root(v: IRVisitor, root: Any) -> None:
 
 
 def _kernel_location(model: KernelModel) -> str | None:
+    """The ``def`` line of the kernel (not its decorator)."""
     fn = getattr(model.bound.kernel, "fn", None)
     code = getattr(fn, "__code__", None)
     if code is None:
         return None
+    line = code.co_firstlineno
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        line += tree.body[0].lineno - 1
+    except (OSError, SyntaxError, IndexError):
+        pass
     filename = code.co_filename.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{filename}":{code.co_firstlineno}:1'
+    return f'"{filename}":{line}:1'

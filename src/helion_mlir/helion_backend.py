@@ -6,13 +6,12 @@ variable ``HELION_BACKEND=mlir`` (read when Helion builds a kernel's settings, s
 ``helion_mlir`` first) makes a kernel call compile the bound kernel with
 :func:`helion_mlir.compiled_kernel.compile_kernel` and run the native code on CPU tensors.
 
-Design. Helion's backends are source-to-source: binding, type propagation and the device IR
-are backend-independent, and ``BoundKernel.compile_config`` turns a config into the
-callable the kernel runs by generating Python source and importing it. :class:`MLIRBackend`
-subclasses Helion's Triton backend and reuses its code generator (``codegen_name`` is
-``"triton"``, as Helion's own TileIR backend does), so a kernel binds to the same device IR
-helion_mlir lowers by default and Helion can still generate the host code that
-:mod:`helion_mlir.host_code` runs. Helion has no backend hook that supplies the callable
+Design. Helion's backends are source-to-source: ``BoundKernel.compile_config`` turns a
+config into the callable the kernel runs by generating Python source and importing it.
+:class:`MLIRBackend` subclasses Helion's Triton backend and reuses its code generator
+(``codegen_name`` is ``"triton"``, as Helion's own TileIR backend does), so a kernel binds
+as it does under Helion's default backend, whose device IR helion_mlir lowers, and Helion
+can still generate the host code that :mod:`helion_mlir.host_code` runs. Helion has no backend hook that supplies the callable
 itself: ``compile_config`` always imports the generated module, which imports Triton (absent
 from CPU installs) and exists only when Triton code generation succeeds for every device op
 (helion_mlir needs only the host code, and takes it from the kernel source when generation

@@ -27,6 +27,7 @@ from .errors import HelionMLIRError
 __all__ = [
     "ArgSpecError",
     "DTYPES",
+    "INT_RANGE",
     "KernelFileError",
     "TensorSpec",
     "describe_args",

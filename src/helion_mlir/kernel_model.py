@@ -87,6 +87,7 @@ class RootLoop:
     graph_id: int
     phase: int
     dims: tuple[LoopDim, ...]
+    location: Any = None  # Helion SourceLocation of the ``for`` statement
 
 
 def resolve_config(bound: Any, config: Any = None) -> Any:
@@ -153,15 +154,20 @@ class KernelModel:
         return self.graphs[graph_id]
 
     def _reachable_graphs(self) -> list[int]:
+        """Graph ids in program order: roots by phase, each graph before the graphs it calls
+        (so "first use" orders in the ABI follow the kernel's source)."""
         seen: list[int] = []
-        todo = [rl.graph_id for rl in self.root_loops]
-        while todo:
-            gid = todo.pop()
+
+        def visit(gid: int) -> None:
             if gid in seen:
-                continue
+                return
             seen.append(gid)
             for node in self.graphs[gid].graph.nodes:
-                todo.extend(called_graph_ids(node))
+                for callee in called_graph_ids(node):
+                    visit(callee)
+
+        for root in self.root_loops:
+            visit(root.graph_id)
         return seen
 
     def _writes_per_graph(self) -> dict[int, list[str]]:
@@ -235,7 +241,8 @@ class KernelModel:
                             "block size; give the kernel a helion.Config with block_sizes"
                         )
                     dims.append(LoopDim(bid, begin, end, size))
-                loops.append(RootLoop(self.device_ir.root_ids[root_index], phase_index, tuple(dims)))
+                loops.append(RootLoop(self.device_ir.root_ids[root_index], phase_index, tuple(dims),
+                                      getattr(for_node, "_location", None)))
         return loops
 
     def _persistent_reductions(self) -> dict[int, Any]:

@@ -611,20 +611,25 @@ def scalar_tensor_dtype(scalar: Any, tensor_dtypes: Sequence[torch.dtype]) -> to
     """The dtype of a 0-d tensor that stands for a Python or symbolic scalar operand
     (a "wrapped number") and gives the same result dtype and the same values.
 
-    A 0-d tensor never wins type promotion over a tensor of its own kind, and a wrapped
-    number is rounded to the operation's compute dtype; so a float beside floating tensors
-    is carried in their promoted floating dtype (not float64, which tosa lacks), an int
-    beside integer tensors in their promoted integer dtype, and otherwise in the default
-    float dtype / int64 / bool.
+    A 0-d tensor never wins type promotion over a tensor of its own kind, and torch reads
+    a 0-d operand straight into the operation's compute type (f32 for half-precision
+    tensors). So a bool is carried as bool; an int beside integer tensors in their promoted
+    integer type (the type torch computes in; tosa also wants shift operands of one
+    type), otherwise as int64; a float beside floating tensors as float32 (float64 only
+    beside float64 tensors: tosa has no f64), and beside integer tensors in the default
+    dtype, which is then the result dtype.
     """
     if isinstance(scalar, (bool, torch.SymBool)):
         return torch.bool
-    floats = [d for d in tensor_dtypes if d.is_floating_point]
     if isinstance(scalar, (int, torch.SymInt)):
         ints = [d for d in tensor_dtypes if not d.is_floating_point and d != torch.bool]
-        return functools.reduce(torch.promote_types, ints) if ints and not floats else torch.int64
-    if floats:
-        return functools.reduce(torch.promote_types, floats)
+        if ints and len(ints) == len(tensor_dtypes):
+            return functools.reduce(torch.promote_types, ints)
+        return torch.int64
+    if torch.float64 in tensor_dtypes:
+        return torch.float64
+    if any(dtype.is_floating_point for dtype in tensor_dtypes):
+        return torch.float32
     return torch.get_default_dtype()
 
 

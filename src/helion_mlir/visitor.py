@@ -36,7 +36,11 @@ log = logging.getLogger(__name__)
 
 def node_location(node: fx.Node) -> str | None:
     """The MLIR location body (``"file.py":12:8``) of a node's kernel source line."""
-    loc = node.meta.get("location")
+    return source_location_body(node.meta.get("location"))
+
+
+def source_location_body(loc: Any) -> str | None:
+    """``"file.py":line:col`` of a Helion SourceLocation (None when it has none)."""
     filename = getattr(loc, "filename", None)
     lineno = getattr(loc, "lineno", None)
     if not filename or not lineno:
@@ -46,7 +50,11 @@ def node_location(node: fx.Node) -> str | None:
     return f'"{escaped}":{int(lineno)}:{int(col)}'
 
 
-_SIDE_EFFECT_TARGETS = WRITING_TARGET_NAMES | {"_for_loop", "_for_loop_step", "_while_loop", "_if", "device_print"}
+# Nodes lowered even when nothing uses their value: writes, control flow, and targets the
+# tool rejects (an unused impure inline_asm must still be reported, not dropped).
+_SIDE_EFFECT_TARGETS = WRITING_TARGET_NAMES | {
+    "_for_loop", "_for_loop_step", "_while_loop", "_if", "device_print", "inline_asm_elementwise", "inline_triton",
+}
 
 
 def _has_side_effects(node: fx.Node) -> bool:

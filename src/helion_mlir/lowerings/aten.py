@@ -58,8 +58,8 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
     try:
         values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
         return _checked(v, node, import_and_inline(v, twin, values))
-    except UnsupportedNodeError as err:  # name the node the user's graph has
-        raise UnsupportedNodeError(node, err.summary, output_type=err.output_type, diagnostics=err.diagnostics) from None
+    except UnsupportedNodeError as err:  # report it for the node the user's graph has
+        raise err.about(node) from None
     finally:
         node.graph.erase_node(twin)
         for stand_in in stand_ins.values():
