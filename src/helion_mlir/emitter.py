@@ -143,6 +143,20 @@ class Emitter:
         self.op(f"{out} = {opname} {a.ssa}, {b.ssa} : {a.type}")
         return Scalar(out, result_type or a.type)
 
+    def lanes_in_bounds(self, bounds: Sequence[tuple[str, "Scalar | int"]]) -> str | None:
+        """An ``i1`` that is true when every ``lane < extent`` (lanes are ``index`` SSA names);
+        None when there is nothing to check."""
+        cond: str | None = None
+        for lane, extent in bounds:
+            inside = self.fresh("inb")
+            self.op(f"{inside} = arith.cmpi slt, {lane}, {self.index(extent).ssa} : index")
+            if cond is not None:
+                both = self.fresh("inb")
+                self.op(f"{both} = arith.andi {cond}, {inside} : i1")
+                inside = both
+            cond = inside
+        return cond
+
     def min_index(self, a: Scalar, b: Scalar) -> Scalar:
         return self.binary("arith.minsi", a, b)
 

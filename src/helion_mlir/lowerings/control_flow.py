@@ -98,6 +98,18 @@ def _match_type(v: "IRVisitor", value: Any, like: Value) -> Value:
     raise HelionMLIRError(f"loop-carried value changes type from {like.type} to {value.type}")
 
 
+def _initial_carried(v: "IRVisitor", written: list[str], outputs: list[Any], inits: list[Any]) -> list[Value]:
+    """What a loop carries in: the written host tensors, then each loop output's value
+    before the loop (its ``_phi`` init), or a zero of its type when it has none."""
+    carried: list[Value] = [v.state[name] for name in written]
+    for out, init in zip(outputs, inits):
+        if init is not None:
+            carried.append(_as_carried(v, v.value(init)))
+        else:
+            carried.append(zero_like_meta(v, out.meta.get("val") if isinstance(out, fx.Node) else out))
+    return carried
+
+
 def _tile_for(v: "IRVisitor", block_id: int, iv: Scalar, begin: Any, end: Any, size: int, divisible: bool) -> Tile:
     if divisible:
         return Tile(block_id, iv, size, size, begin, end)
@@ -164,12 +176,7 @@ def lower_for_loop(v: "IRVisitor", node: fx.Node) -> list[Any]:
     items = _getitems(node)
     inits = [_phi_init(items.get(i)) for i in range(len(outputs))]
     written = v.model.writes.get(int(graph_id), [])
-    carried: list[Value] = [v.state[name] for name in written]
-    for i, out in enumerate(outputs):
-        if inits[i] is not None:
-            carried.append(_as_carried(v, v.value(inits[i])))
-        else:
-            carried.append(zero_like_meta(v, out.meta.get("val") if isinstance(out, fx.Node) else out))
+    carried = _initial_carried(v, written, outputs, inits)
     outer_args = list(args)
 
     def body(current: list[Value]) -> list[Value]:
@@ -343,12 +350,7 @@ def lower_while_loop(v: "IRVisitor", node: fx.Node) -> list[Any]:
     items = _getitems(node)
     inits = [_phi_init(items.get(i)) for i in range(len(outputs))]
     written = list(dict.fromkeys(v.model.writes.get(body_gid, []) + v.model.writes.get(cond_gid, [])))
-    carried: list[Value] = [v.state[name] for name in written]
-    for i, out in enumerate(outputs):
-        if inits[i] is not None:
-            carried.append(_as_carried(v, v.value(inits[i])))
-        else:
-            carried.append(zero_like_meta(v, out.meta.get("val") if isinstance(out, fx.Node) else out))
+    carried = _initial_carried(v, written, outputs, inits)
 
     def graph_inputs(loop_values: list[Value]) -> list[Any]:
         return [loop_values[inits.index(a)] if a in inits else placeholder_for_outer(v, a) for a in args]

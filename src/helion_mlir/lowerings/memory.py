@@ -238,21 +238,14 @@ def _source_dim(groups: list[list[int]], pos: int) -> int:
 
 
 def _valid_lane_condition(v: "IRVisitor", accesses: Sequence[DimAccess], index_of: Callable[[int], str]) -> str | None:
-    """An ``i1`` that is true for lanes inside every ragged slice dimension (None if all are)."""
-    cond: str | None = None
+    """An ``i1`` that is true for lanes inside every ragged slice and index-tensor dimension
+    (None if all lanes are)."""
+    bounds: list[tuple[str, Scalar | int]] = []
     out_dim = 0
     for a in accesses:
         if a.kind == "slice":
             if a.padded:
-                extent = v.ops.index(a.extent)
-                lt = v.ops.fresh("inb")
-                v.ops.op(f"{lt} = arith.cmpi slt, {index_of(out_dim)}, {extent.ssa} : index")
-                if cond is None:
-                    cond = lt
-                else:
-                    both = v.ops.fresh("inb")
-                    v.ops.op(f"{both} = arith.andi {cond}, {lt} : i1")
-                    cond = both
+                bounds.append((index_of(out_dim), a.extent))
             out_dim += 1
         elif a.kind == "newaxis":
             out_dim += 1
@@ -260,15 +253,9 @@ def _valid_lane_condition(v: "IRVisitor", accesses: Sequence[DimAccess], index_o
             assert a.index is not None
             for axis, extent in enumerate(a.index_extents):
                 if not (isinstance(extent, int) and extent == a.index.shape[axis]):
-                    lt = v.ops.fresh("inb")
-                    v.ops.op(f"{lt} = arith.cmpi slt, {index_of(out_dim + axis)}, {v.ops.index(extent).ssa} : index")
-                    if cond is not None:
-                        both = v.ops.fresh("inb")
-                        v.ops.op(f"{both} = arith.andi {cond}, {lt} : i1")
-                        lt = both
-                    cond = lt
+                    bounds.append((index_of(out_dim + axis), extent))
             out_dim += a.index.rank
-    return cond
+    return v.ops.lanes_in_bounds(bounds)
 
 
 def _coordinates(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess], index_of: Callable[[int], str],

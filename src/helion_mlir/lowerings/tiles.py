@@ -114,16 +114,7 @@ def mask_lanes(v: "IRVisitor", value: Tensor, dims: list[tuple[int, Tile]], fill
     elt = element_type(value.dtype)
 
     def body(args: list[str], index_of: Callable[[int], str]) -> str:
-        cond = None
-        for dim, tile in dims:
-            extent = v.ops.index(tile.extent)
-            lt = v.ops.fresh("inb")
-            v.ops.op(f"{lt} = arith.cmpi slt, {index_of(dim)}, {extent.ssa} : index")
-            if cond is not None:
-                both = v.ops.fresh("inb")
-                v.ops.op(f"{both} = arith.andi {cond}, {lt} : i1")
-                lt = both
-            cond = lt
+        cond = v.ops.lanes_in_bounds([(index_of(dim), tile.extent) for dim, tile in dims])
         fill_c = v.ops.convert(fill, elt)
         out = v.ops.fresh("masked")
         v.ops.op(f"{out} = arith.select {cond}, {args[0]}, {fill_c.ssa} : {elt}")
