@@ -140,10 +140,10 @@ _TO_LLVM_STEPS: tuple[_Step, ...] = _steps(
     "lower-affine",
     "convert-vector-to-llvm",
     "finalize-memref-to-llvm",
-    # bf16/f16 arithmetic runs in f32 and bf16 conversions become integer ops, so the
+    # bf16 arithmetic (and half-precision math) runs in f32 and bf16 conversions become integer ops, so the
     # JIT never needs compiler-rt helpers such as __truncsfbf2 (absent in-process).
     "func.func(math-extend-to-supported-types{target-type=f32})",
-    "func.func(arith-emulate-unsupported-floats{source-types=bf16,f16 target-type=f32})",
+    "func.func(arith-emulate-unsupported-floats{source-types=bf16 target-type=f32})",
     "func.func(arith-expand{include-bf16=true})",
     "func.func(convert-math-to-llvm)",
     "convert-math-to-libm",
@@ -474,7 +474,9 @@ def compile_module(
         lowering.prepare_boundary(params)
         lowering.run(_PRE_BUFFERIZE_STEPS)
         _mark_fresh_buffers_restrict(lowering.module)
-        lowering.run(_BUFFERIZE_STEPS + _TO_LLVM_STEPS)
+        lowering.run(_BUFFERIZE_STEPS)
+        lowering.define_bf16_truncation()
+        lowering.run(_TO_LLVM_STEPS)
         lowering.reject_ops(
             lambda name: name != "builtin.module" and not name.startswith("llvm."),
             "these ops were not lowered to the LLVM dialect: {ops}",
@@ -516,6 +518,27 @@ def clear_compile_cache() -> None:
     """Forget every compiled function (one a caller still holds keeps working)."""
     with mlir_session():
         _CACHE.clear()
+
+
+_TRUNCSFBF2 = """
+func.func private @__truncsfbf2(%x: f32) -> bf16 attributes {passthrough = ["noinline", "optnone"]} {
+  %bits = arith.bitcast %x : f32 to i32
+  %c16 = arith.constant 16 : i32
+  %c1 = arith.constant 1 : i32
+  %bias = arith.constant 32767 : i32
+  %quiet_nan = arith.constant 32704 : i16
+  %high = arith.shrui %bits, %c16 : i32
+  %lsb = arith.andi %high, %c1 : i32
+  %rounding = arith.addi %bias, %lsb : i32
+  %rounded = arith.addi %bits, %rounding : i32
+  %shifted = arith.shrui %rounded, %c16 : i32
+  %narrow = arith.trunci %shifted : i32 to i16
+  %is_nan = arith.cmpf uno, %x, %x : f32
+  %result = arith.select %is_nan, %quiet_nan, %narrow : i16
+  %as_bf16 = arith.bitcast %result : i16 to bf16
+  return %as_bf16 : bf16
+}
+"""
 
 
 def _mark_fresh_buffers_restrict(module: ir.Module) -> None:
@@ -584,6 +607,20 @@ class _Lowering:
         if "sym_visibility" in target.attributes:
             del target.attributes["sym_visibility"]  # public: kept, and given a C interface
         self.run(_steps("symbol-dce"))
+
+    def define_bf16_truncation(self) -> None:
+        """Define ``__truncsfbf2`` (f32 -> bf16, round to nearest even) in the module.
+
+        bf16 conversions are expanded to integer ops, but LLVM's optimizer recognizes that
+        idiom and turns it back into an ``fptrunc``, which x86 lowers to a call of this
+        compiler-rt helper; the JIT has no compiler-rt. Our definition is ``optnone`` so the
+        optimizer cannot fold it into a call of itself.
+        """
+        if "bf16" not in str(self.module.operation):
+            return
+        helper = ir.Module.parse(_TRUNCSFBF2)
+        for op in helper.body.operations:
+            op.operation.clone(ir.InsertionPoint(self.module.body))
 
     def run(self, steps: Sequence[_Step]) -> None:
         for name, pipeline in steps:
