@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-import helion
+from helion_mlir.reference import reference_kernel as ref_mode_kernel
+from helion_mlir.reference import register_cpu_matmul_dtype_overloads
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 SHAPE_KINDS = ("divisible", "ragged")
@@ -57,30 +58,6 @@ def load_example(path: str | Path) -> ModuleType:
 
 def load_example_by_name(name: str) -> ModuleType:
     return load_example(EXAMPLES_DIR / f"{name}.py")
-
-
-def _common() -> ModuleType:
-    return load_example(EXAMPLES_DIR / "_common.py")
-
-
-def register_cpu_matmul_dtype_overloads() -> None:
-    """CPU kernels for ``aten::{mm,bmm,addmm,baddbmm}.dtype`` (idempotent).
-
-    See ``examples/_common.py``.
-    """
-    _common().register_cpu_matmul_dtype_overloads()
-
-
-_REF_KERNELS: dict[int, tuple[helion.Kernel, helion.Kernel]] = {}
-
-
-def ref_mode_kernel(kernel: helion.Kernel) -> helion.Kernel:
-    """The eager reference-mode twin of ``kernel`` (cached per kernel object)."""
-    cached = _REF_KERNELS.get(id(kernel))
-    if cached is None or cached[0] is not kernel:
-        cached = (kernel, _common().ref_mode_kernel(kernel))
-        _REF_KERNELS[id(kernel)] = cached
-    return cached[1]
 
 
 def clone_args(args: tuple[Any, ...]) -> tuple[Any, ...]:

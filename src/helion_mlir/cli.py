@@ -40,10 +40,9 @@ from .kernel_loading import (
     load_module,
     make_args,
     parse_args_spec,
-    reference_kernel,
-    register_cpu_matmul_dtype_overloads,
     select_kernel,
 )
+from .reference import reference_kernel, register_cpu_matmul_dtype_overloads
 from .lowering_registry import registered_targets
 from .op_catalog import CATALOG
 from .op_support import DOC_PATH, measure_op_support, table_cells
