@@ -239,3 +239,35 @@ def test_empty_builder_renders_an_empty_module_that_parses() -> None:
     assert text == "module {\n}\n"
     with mlir_session():
         parse_module(text)
+
+
+def test_slot_keeps_its_place_and_indentation_for_text_written_later() -> None:
+    b = MLIRBuilder()
+    with b.block("func.func @f(%x: f32) -> f32 {"):
+        slot = b.slot()
+        b.emit("return %y : f32")
+    assert b.open_slots == 1
+    with b.filling(slot):
+        b.emit("%y = arith.addf %x, %x : f32")
+    assert b.open_slots == 0
+    text = b.render()
+    assert "    %y = arith.addf %x, %x : f32\n    return %y : f32" in text
+    with mlir_session():
+        parse_module(text)
+
+
+def test_slots_are_filled_once_and_must_all_be_filled() -> None:
+    b = MLIRBuilder()
+    slot = b.slot()
+    with pytest.raises(MLIRSyntaxError, match="never filled"):
+        b.render()
+    with b.filling(slot):
+        with pytest.raises(MLIRSyntaxError, match="one slot at a time"):
+            with b.filling(slot):
+                pass
+        with pytest.raises(MLIRSyntaxError, match="while another slot is being filled"):
+            b.slot()
+    with pytest.raises(MLIRSyntaxError, match="filled once"):
+        with b.filling(slot):
+            pass
+    assert b.render() == "module {\n}\n"

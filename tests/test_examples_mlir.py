@@ -10,8 +10,9 @@ import pytest
 import torch
 
 from examples_util import example_names, load_example_by_name, register_cpu_matmul_dtype_overloads
-from helion_mlir import OutputType, check_kernels, KernelCase
+from helion_mlir import KernelCase, OutputType, check_kernels, generate_mlir
 from helion_mlir.compiled_kernel import compile_kernel
+from helion_mlir.torch_import import clear_import_cache, import_stats
 
 OUTPUT_TYPES = [t.value for t in OutputType]
 
@@ -103,3 +104,17 @@ def test_batch_report_counts_every_example_as_verified() -> None:
     assert report.verified == len(cases) == report.emitted, report.table()
     assert all(r.nodes > 0 for r in report.results)
     assert f"{len(cases)} lowered: {len(cases)} emitted, {len(cases)} verified, 0 failed" in report.table()
+
+
+@pytest.mark.parametrize("output_type", ["linalg-on-tensors", "stablehlo"])
+def test_emission_lowers_all_aten_nodes_of_a_kernel_in_one_pipeline_run(output_type: str) -> None:
+    mod = load_example_by_name("attention")
+    bound = mod.KERNEL.bind(mod.make_args("ragged"))
+    clear_import_cache()
+    text = generate_mlir(bound, output_type=output_type)
+    stats = import_stats()
+    assert stats.lowering_runs == 1
+    assert stats.misses >= 10 and stats.entries == stats.misses
+    generate_mlir(bound, output_type=output_type)
+    assert import_stats().lowering_runs == 1  # a second emission is served by the cache
+    assert generate_mlir(bound, output_type=output_type) == text

@@ -614,3 +614,52 @@ def test_ops_sharing_a_line_with_the_braces() -> None:
     builder = MLIRBuilder()
     (result,) = inline_torch_mlir_output(source, ["%n"], builder)
     assert builder.render() == f"module {{\n  {result} = arith.addi %n, %n : i32\n}}\n"
+
+
+# ------------------------------------------------------------------------- result names
+def test_sole_results_take_the_names_the_caller_chose() -> None:
+    source = (
+        "func.func @f(%arg0: f32) -> (f32, f32) {\n"
+        "  %0 = arith.addf %arg0, %arg0 : f32\n"
+        "  %1 = arith.mulf %0, %0 : f32\n"
+        "  return %1, %0 : f32, f32\n}\n"
+    )
+    builder = MLIRBuilder()
+    builder.reserve("%x")
+    wanted = [builder.fresh("prod"), builder.fresh("sum")]
+    assert inline_torch_mlir_output(source, ["%x"], builder, result_names=wanted) == wanted
+    run_filecheck(
+        builder.render(),
+        """
+        // CHECK: %sum0 = arith.addf %x, %x : f32
+        // CHECK: %prod0 = arith.mulf %sum0, %sum0 : f32
+        """,
+    )
+
+
+def test_results_that_cannot_take_a_name_keep_their_own() -> None:
+    builder = MLIRBuilder()
+    builder.reserve("%x")
+    wanted = [builder.fresh("max"), builder.fresh("idx")]
+    returned = inline_torch_mlir_output(
+        (DATA / "linalg_max_dim.mlir").read_text(), ["%x"], builder, result_names=wanted
+    )
+    assert all(r.split("#")[0] not in wanted for r in returned)  # members of one result group
+    assert [r.split("#")[1] for r in returned] == ["0", "1"]
+    twice = "func.func @f(%arg0: f32) -> (f32, f32, f32) {\n  %0 = arith.addf %arg0, %arg0 : f32\n  return %0, %0, %arg0 : f32, f32, f32\n}\n"
+    wanted = [builder.fresh("a"), builder.fresh("b"), builder.fresh("c")]
+    returned = inline_torch_mlir_output(twice, ["%x"], builder, result_names=wanted)
+    assert returned[0] == returned[1] not in wanted and returned[2] == "%x"
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [(["%a0", "%b0"], "returns 1 values but 2 result names"), (["%unseen"], "must be a plain SSA name the builder handed out"),
+     (["%a0#1"], "must be a plain SSA name")],
+)
+def test_result_names_are_checked(names: list[str], message: str) -> None:
+    builder = MLIRBuilder()
+    builder.fresh("a"), builder.fresh("b")
+    source = "func.func @f(%arg0: f32) -> f32 {\n  %0 = arith.addf %arg0, %arg0 : f32\n  return %0 : f32\n}\n"
+    with pytest.raises(MLIRSyntaxError, match=message):
+        inline_torch_mlir_output(source, ["%x"], builder, result_names=names)

@@ -596,11 +596,14 @@ def inline_as_function(
     symbol: str,
     operands: Sequence[str],
     location: str | None = None,
+    result_names: Sequence[str] | None = None,
 ) -> list[str]:
     """Emit ``func.func @symbol`` (original signature, ``operands`` as arguments) around one copy."""
     params = ", ".join(f"{n}: {t} loc(unknown)" for n, t in zip(operands, module.arg_types))
     with builder.block(f"func.func @{symbol}({params}) -> ({', '.join(module.result_types)}) {{", "} loc(unknown)"):
-        results = inline_torch_mlir_output(module.text, operands, builder, func_name=module.selector, location=location)
+        results = inline_torch_mlir_output(
+            module.text, operands, builder, func_name=module.selector, location=location, result_names=result_names
+        )
         types = ", ".join(module.result_types)
         builder.emit(f"return {', '.join(results)} : {types}" if results else "return")
     return results
@@ -785,3 +788,25 @@ def test_inlining_is_deterministic(data: st.DataObject, source: Generated) -> No
         inline_as_function(builder, source, "b", others)
         rendered.add(builder.render())
     assert len(rendered) == 1
+
+
+@settings(max_examples=examples(200))
+@given(data=st.data(), source=mlir_modules())
+def test_results_take_the_names_the_caller_chose_where_they_can(data: st.DataObject, source: Generated) -> None:
+    operands = data.draw(distinct_names(len(source.arg_types)), label="operands")
+    builder = reserved_builder(operands)
+    wanted = [builder.fresh("want") for _ in source.result_types]
+    returned = inline_as_function(builder, source, "copy", operands, result_names=wanted)
+    rendered = builder.render()
+    defined, _ = definitions(tokenize(rendered))
+    for want, got in zip(wanted, returned):
+        # A wanted name is defined exactly when the result took it; otherwise the result
+        # keeps a name of its own (an argument, a group member, a value returned twice).
+        assert (got == want) == (defined[want] == 1)
+        assert defined[want] <= 1
+    with mlir_session():
+        original = parse_module(source.text, what="generated module")
+        copy = parse_module(rendered, what="inlined module")
+        expected = canonical_function(original, source.func_name, resource_blobs(original))
+        assert canonical_function(copy, "copy", resource_blobs(copy)) == expected
+        check_names_and_aliases(rendered, builder, [source], copy)

@@ -19,6 +19,7 @@ from helion_mlir.normalize import node_inputs, normalize_helion_node
 from helion_mlir.op_catalog import CATALOG, CENSUS_TARGETS, CaseSizes, iter_case_nodes
 from helion_mlir.output_type import OutputType
 from helion_mlir.torch_import import (
+    ImportBatch,
     TorchMLIRLoweringError,
     TorchMLIRNodeImporter,
     clear_import_cache,
@@ -453,6 +454,23 @@ def test_batch_matches_single_imports_with_one_pipeline_run(softmax_nodes, matmu
         clear_import_cache()
         assert import_aten_node_to_mlir(node, output_type) == text
         assert import_stats().lowering_runs == 1
+
+
+def test_import_batch_gathers_requests_and_names_the_reported_node(add_nodes) -> None:
+    clear_import_cache()
+    batch = ImportBatch(TorchMLIRNodeImporter(OutputType.TOSA))
+    good = [_case_node(name, torch.int32) for name in ("aten.add.Tensor", "aten.neg.default", "aten.add.Tensor")]
+    stand_in = _case_node("aten.__rshift__.Scalar", torch.int32)
+    reported = add_nodes["0:add"]
+    positions = [batch.add(good[0]), batch.add(stand_in, report_as=reported), batch.add(good[1]), batch.add(good[2])]
+    assert positions == [0, 1, 2, 3] and len(batch) == 4
+    assert import_stats().lowering_runs == 0  # nothing is lowered before run()
+    with pytest.raises(TorchMLIRLoweringError) as caught:
+        batch.run()
+    assert caught.value.node_name == reported.name
+    assert import_stats().lowering_runs >= 1
+    texts = import_nodes([(node, None) for node in good], OutputType.TOSA)
+    assert texts[0] == texts[2] and "tosa.negate" in texts[1]
 
 
 def test_batch_failure_keeps_the_successes(add_nodes) -> None:

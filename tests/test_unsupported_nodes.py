@@ -130,6 +130,14 @@ def test_failed_lowering_of_a_rebuilt_aten_node_names_the_kernels_own_node() -> 
     assert "math.atan2" in generate_mlir(bound, output_type="linalg-on-tensors")
 
 
+def test_aten_failure_before_another_problem_is_the_one_reported() -> None:
+    # ATen ops are lowered together after the visit; an earlier ATen failure still wins
+    # over a later node the visit itself rejects.
+    err = lowering_error(KERNELS.uses_erfinv_then_device_print, KERNELS.float_args())
+    assert (err.node_name, err.target) == ("vals", "aten.erfinv.default")
+    assert err.source_location == f"{KERNEL_FILE}:{line_of('vals = x[tile].erfinv()')}"
+
+
 def test_rebuilt_aten_node_failure_reads_like_any_other_torch_mlir_failure() -> None:
     direct = lowering_error(KERNELS.uses_sinh, KERNELS.float_args(), "tosa")
     rebuilt = lowering_error(KERNELS.uses_atan2_of_itself, KERNELS.float_args(), "tosa")

@@ -6,6 +6,10 @@ and one place that collects what lives outside ``module { ... }``: alias definit
 the ``dialect_resources`` section that ``dense_resource<...>`` constants point into.
 :class:`MLIRBuilder` is that place. It only assembles text: the caller verifies the
 rendered module (see :mod:`helion_mlir.verify`).
+
+A :class:`Slot` keeps a place in the body for text that is written later: the emitter
+names the results of an ATen op at once and fills in its inlined body after one
+torch-mlir pipeline run has lowered every ATen op of the kernel.
 """
 
 from __future__ import annotations
@@ -16,11 +20,12 @@ import textwrap
 import types
 from collections.abc import Iterator, KeysView, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from .errors import MLIRSyntaxError
 from .mlir_lexer import TokenKind, is_bare_identifier, is_suffix_id, tokenize
 
-__all__ = ["MLIRBuilder", "format_resource_key"]
+__all__ = ["MLIRBuilder", "Slot", "format_resource_key"]
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +57,21 @@ def _check_string_body(what: str, body: str) -> None:
         raise MLIRSyntaxError(f"{what} {body!r} is not the body of an MLIR string literal")
 
 
+@dataclass(eq=False)
+class Slot:
+    """A place in the body, at the indentation it was opened at, filled in later."""
+
+    depth: int
+    lines: list[str] = field(default_factory=list)
+    filled: bool = False
+
+
 class MLIRBuilder:
     """Text of one MLIR module: unique names, indented body lines, aliases and resources."""
 
     def __init__(self) -> None:
-        self._lines: list[str] = []
+        self._lines: list[str | Slot] = []
+        self._target = self._lines  # where emit() appends: the body, or a slot being filled
         self._depth = 0
         # dicts used as ordered sets: their key views are live, read-only and set-like.
         self._names: dict[str, None] = {}
@@ -115,7 +130,7 @@ class MLIRBuilder:
         prefix = _INDENT * self._depth
         for line in textwrap.dedent(text).splitlines() or [""]:
             stripped = line.rstrip()
-            self._lines.append(prefix + stripped if stripped else "")
+            self._target.append(prefix + stripped if stripped else "")
 
     @contextmanager
     def indented(self) -> Iterator[None]:
@@ -133,6 +148,31 @@ class MLIRBuilder:
         with self.indented():
             yield
         self.emit(footer)
+
+    def slot(self) -> Slot:
+        """Keep the current place (and indentation) for text emitted later with :meth:`filling`."""
+        if self._target is not self._lines:
+            raise MLIRSyntaxError("a slot cannot be opened while another slot is being filled")
+        slot = Slot(self._depth)
+        self._lines.append(slot)
+        return slot
+
+    @contextmanager
+    def filling(self, slot: Slot) -> Iterator[None]:
+        """Emit what the ``with`` body emits into ``slot`` (once), at the slot's indentation."""
+        if slot.filled or self._target is not self._lines:
+            raise MLIRSyntaxError("a slot is filled once, and one slot at a time")
+        slot.filled = True
+        depth, self._depth, self._target = self._depth, slot.depth, slot.lines
+        try:
+            yield
+        finally:
+            self._depth, self._target = depth, self._lines
+
+    @property
+    def open_slots(self) -> int:
+        """How many slots still wait for their text (rendering needs none)."""
+        return sum(1 for line in self._lines if isinstance(line, Slot) and not line.filled)
 
     # -------------------------------------------------------- module sections
     @property
@@ -191,9 +231,13 @@ class MLIRBuilder:
     # ---------------------------------------------------------------- render
     def render(self) -> str:
         """The whole module: alias definitions, ``module { ... }``, then the resources section."""
+        if self.open_slots:
+            raise MLIRSyntaxError(f"{self.open_slots} slot(s) of the module were never filled")
         out = [f"{name} = {definition}" for name, definition in self._aliases.items()]
         out.append("module {")
-        out.extend(_INDENT + line if line else "" for line in self._lines)
+        for entry in self._lines:
+            lines = entry.lines if isinstance(entry, Slot) else [entry]
+            out.extend(_INDENT + line if line else "" for line in lines)
         out.append("}")
         if self._resources:
             out += ["", "{-#", _INDENT + "dialect_resources: {"]

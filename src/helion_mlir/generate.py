@@ -84,7 +84,12 @@ def emit_unverified(
     builder = MLIRBuilder()
     visitor = IRVisitor(model, builder, TorchMLIRNodeImporter(output_type))
     with model.helion_env():
-        _emit_function(visitor)
+        try:
+            _emit_function(visitor)
+        except HelionMLIRError:
+            visitor.deferred.check()  # an earlier ATen node's failure comes first
+            raise
+        visitor.deferred.flush()
     return model, builder.render()
 
 

@@ -28,6 +28,7 @@ not supported; the common cases are reported as errors.
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
 from collections.abc import Sequence
@@ -278,6 +279,7 @@ class _Survey:
     """What the body's syntax says before any renaming (labels may be used before defined)."""
 
     value_defs: set[int] = field(default_factory=set)  # op results and label arguments
+    sole_results: dict[str, int] = field(default_factory=dict)  # top-level op with one result: name -> token
     labels_by_region: dict[int, list[int]] = field(default_factory=dict)  # '{' index -> label tokens
     root_labels: list[int] = field(default_factory=list)
     return_start: int = -1
@@ -336,7 +338,10 @@ def _survey(module: _SourceModule, function: _Function) -> _Survey:
                 index, statement_start = after + 1, True
                 continue
         if starting and token.kind is TokenKind.VALUE_ID:
-            survey.value_defs.update(_result_list(module, index, end))
+            defined = _result_list(module, index, end)
+            survey.value_defs.update(defined)
+            if not brackets and len(defined) == 1 and _is_sole_result(module, defined[0], end):
+                survey.sole_results[tokens[defined[0]].value_name] = defined[0]
         if not brackets and token.text in _RETURN_OPS and survey.return_start < 0:
             survey.return_start = index
             survey.return_end = _statement_end(module, index, end)
@@ -349,6 +354,11 @@ def _survey(module: _SourceModule, function: _Function) -> _Survey:
         index += 1
     _check_single_block(module, function, survey)
     return survey
+
+
+def _is_sole_result(module: _SourceModule, index: int, end: int) -> bool:
+    """Whether the result token at ``index`` names one value (not a group such as ``%0:2``)."""
+    return not module.tokens[index].value_suffix and not module.is_punct_at(module.significant(index + 1, end), ":")
 
 
 def _statement_end(module: _SourceModule, index: int, end: int) -> int:
@@ -412,6 +422,7 @@ class _Inliner:
         operands: Sequence[str],
         builder: MLIRBuilder,
         location: str | None,
+        result_names: Sequence[str] | None = None,
     ) -> None:
         self.module = module
         self.tokens = module.tokens
@@ -419,6 +430,7 @@ class _Inliner:
         self.builder = builder
         self.location = location
         self.survey = _survey(module, function)
+        self.preset = self.preset_names(result_names) if result_names is not None else {}
         self.scopes = [_Scope(dict(zip(function.arg_names, operands)), {})]
         self.pending: dict[str, str] = {}  # region arguments declared before their region opens
         self.pieces: list[_Piece] = []
@@ -427,6 +439,30 @@ class _Inliner:
         self.expanding: list[str] = []
 
     # ------------------------------------------------------------------ names
+    def preset_names(self, result_names: Sequence[str]) -> dict[str, str]:
+        """Source name -> wanted name, for each returned value that can simply be defined under
+        the name its caller chose: the sole result of a top-level op, returned once."""
+        survey, tokens = self.survey, self.tokens
+        returned = [i for i in range(survey.return_start, survey.return_end) if tokens[i].kind is TokenKind.VALUE_ID]
+        if len(returned) != len(result_names):
+            raise MLIRSyntaxError(
+                f"@{self.function.name} returns {len(returned)} values but {len(result_names)} result names were given"
+            )
+        times_returned = collections.Counter(tokens[i].value_name for i in returned)
+        preset: dict[str, str] = {}
+        for index, wanted in zip(returned, result_names):
+            token = tokens[index]
+            after = self.module.significant(index + 1)
+            if (
+                token.value_suffix
+                or tokens[after].kind is TokenKind.HASH_ID
+                or times_returned[token.value_name] > 1
+                or token.value_name not in survey.sole_results
+            ):
+                continue
+            preset[token.value_name] = wanted
+        return preset
+
     def lookup_value(self, name: str) -> str | None:
         if name in self.pending:
             return self.pending[name]
@@ -446,7 +482,11 @@ class _Inliner:
                     "used before its definition, which inlining does not support)",
                     token,
                 )
-            renamed = self.scopes[-1].values[name] = self.builder.fresh(_name_hint(name))
+            if len(self.scopes) == 1 and self.survey.sole_results.get(name) == index and name in self.preset:
+                renamed = self.preset[name]
+            else:
+                renamed = self.builder.fresh(_name_hint(name))
+            self.scopes[-1].values[name] = renamed
         elif renamed is None:
             renamed = self.pending[name] = self.builder.fresh(_name_hint(name))
         return renamed + token.value_suffix
@@ -678,6 +718,7 @@ def inline_torch_mlir_output(
     *,
     func_name: str | None = None,
     location: str | None = None,
+    result_names: Sequence[str] | None = None,
 ) -> list[str]:
     """Emit the body of a module's function into ``builder``; return the SSA names it returns.
 
@@ -690,11 +731,22 @@ def inline_torch_mlir_output(
     location in the body. The returned names follow the order of the ``return`` operands
     (``%r#1`` for a result of a multi-result op).
 
+    ``result_names`` (one per returned value; names the builder handed out and nothing
+    defines yet) lets a caller name results before the text exists: each returned value
+    that is the sole result of a top-level op and returned once is defined under its
+    name. The others (a function argument, one result of a multi-result op, a value
+    returned twice) keep their own names, so compare the returned names with the wanted
+    ones and bind what differs.
+
     Raises :class:`MLIRSyntaxError` if the text cannot be inlined: no such function, wrong
     operand count, a body with several blocks, an undefined alias or resource.
     """
     for operand in operands:
         _check_operand(operand)
+    for name in result_names or ():
+        _check_operand(name)
+        if "#" in name or not builder.is_taken(name):
+            raise MLIRSyntaxError(f"result name {name!r} must be a plain SSA name the builder handed out")
     if location is not None:
         _check_location(location, builder)
     module = _scan_module(mlir_text)
@@ -703,7 +755,7 @@ def inline_torch_mlir_output(
         raise MLIRSyntaxError(
             f"@{function.name} takes {len(function.arg_names)} arguments but {len(operands)} operands were given"
         )
-    inliner = _Inliner(module, function, operands, builder, location)
+    inliner = _Inliner(module, function, operands, builder, location, result_names)
     inliner.run()
     body = inliner.text()
     if body:

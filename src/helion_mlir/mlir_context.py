@@ -18,7 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import torch_mlir.dialects.torch as torch_dialect  # registers torch-mlir's passes too
 from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo
 
 __all__ = ["shared_context", "mlir_session", "format_diagnostic"]
 
@@ -52,9 +54,6 @@ def shared_context() -> ir.Context:
     global _CONTEXT
     with _LOCK:
         if _CONTEXT is None:
-            import torch_mlir.dialects.torch as torch_dialect  # registers torch passes too
-            from torch_mlir._mlir_libs import _stablehlo
-
             ctx = ir.Context()
             torch_dialect.register_dialect(ctx)
             _stablehlo.register_dialect(ctx)

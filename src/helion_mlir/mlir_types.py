@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 import torch
@@ -87,8 +88,10 @@ def zero_literal(dtype: torch.dtype) -> str:
 
 
 def _float_bits_literal(value: float, dtype: torch.dtype) -> str:
-    bits = torch.tensor([value], dtype=dtype)
-    width = {torch.float32: 32, torch.float64: 64, torch.float16: 16, torch.bfloat16: 16}[dtype]
-    int_view = {64: torch.int64, 32: torch.int32, 16: torch.int16}[width]
-    raw = int(bits.view(int_view).item()) & ((1 << width) - 1)
+    """The bit pattern of ``value`` (an inf or nan) in ``dtype``, as MLIR's hex float literal."""
+    if dtype == torch.bfloat16:  # the upper half of the float32 pattern (exact for inf and nan)
+        raw = struct.unpack(">I", struct.pack(">f", value))[0] >> 16
+        return f"0x{raw:04X}"
+    code, width = {torch.float64: ("d", 64), torch.float32: ("f", 32), torch.float16: ("e", 16)}[dtype]
+    raw = int.from_bytes(struct.pack(f">{code}", value), "big")
     return f"0x{raw:0{width // 4}X}"

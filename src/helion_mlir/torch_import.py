@@ -69,6 +69,7 @@ from .normalize import (
 from .output_type import TORCH_BACKEND_PIPELINE, OutputType
 
 __all__ = [
+    "ImportBatch",
     "ImportStats",
     "TorchMLIRLoweringError",
     "TorchMLIRNodeImporter",
@@ -1188,38 +1189,10 @@ class TorchMLIRNodeImporter:
         When some nodes cannot be lowered, the others are still cached and the
         :class:`UnsupportedNodeError` of the first failing request is raised.
         """
-        results: list[str | _Failure | None] = [None] * len(requests)
-        misses: dict[tuple, _Pending] = {}
-        inputs_of_miss: dict[tuple, tuple[fx.Node, list[InputValue], bool]] = {}
-        prepared = [self._prepare(node, input_tensors) for node, input_tensors in requests]
-        for position, ((node, _), (key, own_values, values)) in enumerate(zip(requests, prepared)):
-            if key in misses:
-                _CACHE.count_hit()
-                misses[key].requesters.append(position)
-                continue
-            cached = _CACHE.lookup(key)
-            if cached is not None:
-                results[position] = cached
-                continue
-            misses[key] = _Pending(key, None, _function_name(node.target), requesters=[position])
-            inputs_of_miss[key] = (node, values, own_values)
-        if misses:
-            with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
-                for key, entry in misses.items():
-                    try:
-                        entry.recipe = _build_recipe(*inputs_of_miss[key], ctx)
-                    except _NoDecomposition as err:
-                        entry.result = err.failure
-                _BatchLowering(self.output_type, ctx).run(list(misses.values()))
-            for entry in misses.values():
-                assert entry.result is not None
-                _CACHE.store(entry.key, entry.result)
-                for position in entry.requesters:
-                    results[position] = entry.result
-        for position, result in enumerate(results):
-            if isinstance(result, _Failure):
-                raise TorchMLIRLoweringError(requests[position][0], result, self.output_type)
-        return results  # type: ignore[return-value]
+        batch = ImportBatch(self)
+        for node, input_tensors in requests:
+            batch.add(node, input_tensors)
+        return batch.run()
 
     def _prepare(
         self, node: fx.Node, input_tensors: Sequence[InputValue] | None
@@ -1245,6 +1218,75 @@ class TorchMLIRNodeImporter:
             values = _check_input_values(node, input_tensors)
             own_values = all(v is inp.meta.get("val") for v, inp in zip(values, node_inputs(node)))
         return _signature(node, values, self.output_type), own_values, values
+
+
+class ImportBatch:
+    """Import requests gathered one at a time and lowered together.
+
+    :meth:`add` checks a request and looks it up in the cache; a miss has its importable
+    graph built right away (the node may change or go away afterwards). :meth:`run` lowers
+    all misses with one pipeline run. This is how a kernel's emission lowers every ATen
+    node it meets with a single run.
+    """
+
+    def __init__(self, importer: TorchMLIRNodeImporter) -> None:
+        self.output_type = importer.output_type
+        self._importer = importer
+        self._results: list[str | _Failure | None] = []
+        self._reported: list[fx.Node] = []
+        self._misses: dict[tuple, _Pending] = {}
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def add(
+        self, node: fx.Node, input_tensors: Sequence[InputValue] | None = None, *, report_as: fx.Node | None = None
+    ) -> int:
+        """Queue a request (see :meth:`TorchMLIRNodeImporter.import_node`); returns its position.
+
+        An error of the request names ``report_as`` (default: ``node``), e.g. the node of
+        the user's graph that ``node`` stands in for.
+        """
+        key, own_values, values = self._importer._prepare(node, input_tensors)
+        position = len(self._results)
+        self._results.append(None)
+        self._reported.append(report_as if report_as is not None else node)
+        if key in self._misses:
+            _CACHE.count_hit()
+            self._misses[key].requesters.append(position)
+            return position
+        cached = _CACHE.lookup(key)
+        if cached is not None:
+            self._results[position] = cached
+            return position
+        entry = _Pending(key, None, _function_name(node.target), requesters=[position])
+        with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
+            try:
+                entry.recipe = _build_recipe(node, values, own_values, ctx)
+            except _NoDecomposition as err:
+                entry.result = err.failure
+        self._misses[key] = entry
+        return position
+
+    def run(self) -> list[str]:
+        """Module texts of all requests, in order; lowers every miss with one pipeline run.
+
+        The misses are cached (failures too) even when some fail; then the
+        :class:`UnsupportedNodeError` of the first failing request is raised.
+        """
+        if self._misses:
+            with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
+                _BatchLowering(self.output_type, ctx).run(list(self._misses.values()))
+            for entry in self._misses.values():
+                assert entry.result is not None
+                _CACHE.store(entry.key, entry.result)
+                for position in entry.requesters:
+                    self._results[position] = entry.result
+            self._misses = {}
+        for position, result in enumerate(self._results):
+            if isinstance(result, _Failure):
+                raise TorchMLIRLoweringError(self._reported[position], result, self.output_type)
+        return list(self._results)  # type: ignore[arg-type]
 
 
 _SHARED_IMPORTERS: dict[OutputType, TorchMLIRNodeImporter] = {}

@@ -20,6 +20,7 @@ import torch
 from torch import fx
 
 from .builder import MLIRBuilder
+from .deferred_inline import DeferredInliner
 from .emitter import Emitter
 from .errors import HelionMLIRError, UnsupportedNodeError
 from .ir_values import HostRef, Scalar, Tensor, Tile
@@ -86,6 +87,7 @@ class IRVisitor:
         self.builder = builder
         self.ops = Emitter(builder)
         self.importer = importer
+        self.deferred = DeferredInliner(importer, self.ops)
         self.values: dict[fx.Node, Any] = {}
         self.state: dict[str, Tensor] = {}
         self.tiles: dict[int, Tile] = {}

@@ -76,6 +76,17 @@ def uses_erfinv(x: torch.Tensor) -> torch.Tensor:
 
 
 @helion.kernel(config=CONFIG)
+def uses_erfinv_then_device_print(x: torch.Tensor) -> torch.Tensor:
+    """Two problems: the first in program order (erfinv) is the one to report."""
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        vals = x[tile].erfinv()
+        hl.device_print("erfinv:", vals)
+        out[tile] = vals
+    return out
+
+
+@helion.kernel(config=CONFIG)
 def uses_sinh(x: torch.Tensor) -> torch.Tensor:
     """aten.sinh lowers to linalg and stablehlo but not to tosa."""
     out = torch.empty_like(x)

@@ -17,7 +17,6 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..errors import HelionMLIRError, UnsupportedNodeError
 from ..helion_compat import original_args
-from ..inline import inline_torch_mlir_output
 from ..ir_values import HostRef, Scalar, Tensor
 from ..mlir_types import element_type
 from ..normalize import node_inputs
@@ -57,7 +56,7 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
     twin.meta = {k: val for k, val in node.meta.items() if k != "lowering"}
     try:
         values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
-        return _checked(v, node, import_and_inline(v, twin, values))
+        return _checked(v, node, import_and_inline(v, twin, values, report_as=node))
     except UnsupportedNodeError as err:  # report it for the node the user's graph has
         raise err.about(node) from None
     finally:
@@ -212,11 +211,15 @@ def _checked(v: "IRVisitor", node: fx.Node, result: Any) -> Any:
     return result
 
 
-def import_and_inline(v: "IRVisitor", node: fx.Node, input_values: list[Any]) -> Any:
-    """Import ``node`` with the given input values and inline it; returns its result value(s).
+def import_and_inline(
+    v: "IRVisitor", node: fx.Node, input_values: list[Any], *, report_as: fx.Node | None = None
+) -> Any:
+    """Queue ``node`` for import with the given input values; returns its result value(s).
 
     ``input_values`` follows :func:`node_inputs` order: Tensors and Scalars become operands,
-    Python numbers are baked into the node.
+    Python numbers are baked into the node. The results are named now and defined where
+    the op stands once the kernel's ATen ops are lowered together (see
+    :mod:`helion_mlir.deferred_inline`). Errors name ``report_as`` (default: ``node``).
     """
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
@@ -245,15 +248,26 @@ def import_and_inline(v: "IRVisitor", node: fx.Node, input_values: list[Any]) ->
             fake_args.append(value)
         else:
             raise HelionMLIRError(f"input '{source.name}' has a value torch-mlir cannot take: {value!r}")
-    result_meta = _fake_result(node, fake_args, mode)
-    text = v.importer.import_node(node, import_inputs)
+    reported = report_as if report_as is not None else node
     raw = v.importer.output_type is OutputType.RAW
+    result = _named_results(v, reported.name, _fake_result(node, fake_args, mode))
+    results = list(result) if isinstance(result, tuple) else [result]
+
+    def bind(returned: list[str]) -> None:
+        if len(returned) != len(results):
+            raise HelionMLIRError(f"torch-mlir returned {len(returned)} results, expected {len(results)}")
+        for name, value in zip(returned, results):
+            if raw:  # raw functions return torch types
+                v.ops.op(f"{value.ssa} = torch_c.to_builtin_tensor {name} : {vtensor_type(value)} -> {value.type}")
+            elif name != value.ssa:  # a result that could not take its name (see result_names)
+                v.ops.op(f"{value.ssa} = tensor.cast {name} : {value.type} to {value.type}")
+
     if raw:
         operands = [_to_torch(v, operand, value) for operand, value in zip(operands, _operand_values(v, input_values))]
-    names = inline_torch_mlir_output(text, operands, v.builder, location=v.ops.location)
-    result = _bind_results(names, result_meta)
-    if raw:
-        result = tuple(_from_torch(v, r) for r in result) if isinstance(result, tuple) else _from_torch(v, result)
+    v.deferred.inline_later(
+        node, import_inputs, operands, result_names=None if raw else [r.ssa for r in results], bind=bind,
+        report_as=reported,
+    )
     return result
 
 
@@ -287,14 +301,6 @@ def _to_torch(v: "IRVisitor", ssa: str, value: Any) -> str:
     return out
 
 
-def _from_torch(v: "IRVisitor", value: Any) -> Any:
-    if not isinstance(value, Tensor):
-        return value
-    out = v.ops.fresh("bt")
-    v.ops.op(f"{out} = torch_c.to_builtin_tensor {value.ssa} : {vtensor_type(value)} -> {value.type}")
-    return Tensor(out, value.shape, value.dtype)
-
-
 def _scalar_kind(val: Any, value: Scalar) -> type:
     if isinstance(val, torch.SymBool) or value.type == "i1":
         return bool
@@ -320,14 +326,11 @@ def _fake_result(node: fx.Node, fake_args: list[Any], mode: FakeTensorMode) -> A
         return node.target(*sub(node.args), **{k: sub(x) for k, x in node.kwargs.items()})
 
 
-def _bind_results(names: list[str], meta: Any) -> Any:
+def _named_results(v: "IRVisitor", hint: str, meta: Any) -> Any:
+    """Tensor values with fresh names for the op's result(s), typed from its fake result."""
     if isinstance(meta, (tuple, list)):
-        if len(names) != len(meta):
-            raise HelionMLIRError(f"torch-mlir returned {len(names)} results, expected {len(meta)}")
-        return tuple(_as_value(n, m) for n, m in zip(names, meta))
-    if len(names) != 1:
-        raise HelionMLIRError(f"torch-mlir returned {len(names)} results, expected 1")
-    return _as_value(names[0], meta)
+        return tuple(_as_value(v.ops.fresh(f"{hint}_{i}_"), m) for i, m in enumerate(meta))
+    return _as_value(v.ops.fresh(hint), meta)
 
 
 def _as_value(name: str, meta: Any) -> Any:

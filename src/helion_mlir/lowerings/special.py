@@ -23,7 +23,7 @@ def _as_aten(v: "IRVisitor", node: fx.Node, target: Any, extra_args: tuple[Any, 
         twin = node.graph.call_function(target, (node.args[0], *extra_args))
     twin.meta = dict(node.meta)
     try:
-        return import_and_inline(v, twin, [v.value(node.args[0])])
+        return import_and_inline(v, twin, [v.value(node.args[0])], report_as=node)
     finally:
         node.graph.erase_node(twin)
 
