@@ -18,11 +18,19 @@ from torch import fx
 from .builder import Slot
 from .emitter import Emitter
 from .inline import inline_torch_mlir_output
-from .torch_import import ImportBatch, InputValue, TorchMLIRNodeImporter
+from .torch_import import ImportBatch, InputValue, Results, TorchMLIRNodeImporter
 
-__all__ = ["DeferredInliner"]
+__all__ = ["DeferredInliner", "QueuedImport"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class QueuedImport:
+    """A node queued for import: where it is in the batch, and what its results are."""
+
+    position: int
+    results: Results
 
 
 @dataclass
@@ -47,28 +55,32 @@ class DeferredInliner:
     def __len__(self) -> int:
         return len(self._jobs)
 
+    def queue(
+        self, node: fx.Node, import_inputs: Sequence[InputValue], *, report_as: fx.Node | None = None
+    ) -> QueuedImport:
+        """Queue ``node`` for import (see :meth:`ImportBatch.add`); its results' shapes and
+        dtypes are known at once. Errors name ``report_as`` (default: ``node``)."""
+        position = self._batch.add(node, import_inputs, report_as=report_as)
+        return QueuedImport(position, self._batch.results(position))
+
     def inline_later(
         self,
-        node: fx.Node,
-        import_inputs: Sequence[InputValue],
+        queued: QueuedImport,
         operands: Sequence[str],
         *,
         result_names: Sequence[str] | None,
         bind: Callable[[list[str]], None],
-        report_as: fx.Node | None = None,
     ) -> None:
-        """Queue ``node`` and keep its place in the builder.
+        """Keep the current place in the builder for a queued node's body.
 
-        At :meth:`flush` its lowered body is inlined there with ``operands`` for the
+        At :meth:`flush` the lowered body is inlined there with ``operands`` for the
         function's arguments, the results taking ``result_names`` where they can (see
         :func:`~helion_mlir.inline.inline_torch_mlir_output`); ``bind`` then gets the names
-        the results have and emits whatever gives them their final names. Errors name
-        ``report_as`` (default: ``node``).
+        the results have and emits whatever gives them their final names.
         """
-        position = self._batch.add(node, import_inputs, report_as=report_as)
         slot = self.ops.builder.slot()
         names = list(result_names) if result_names is not None else None
-        self._jobs.append(_Job(position, slot, list(operands), self.ops.location, names, bind))
+        self._jobs.append(_Job(queued.position, slot, list(operands), self.ops.location, names, bind))
 
     def check(self) -> None:
         """Lower what is queued; raise the first queued node's error, if any.

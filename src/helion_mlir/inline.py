@@ -62,6 +62,7 @@ class _SourceModule:
     aliases: dict[str, tuple[int, int]] = field(default_factory=dict)  # name -> token span of its value
     resources: dict[str, dict[str, str]] = field(default_factory=dict)  # dialect -> key -> blob
     functions: list[_Function] = field(default_factory=list)
+    surveys: dict[str, "_Survey"] = field(default_factory=dict)  # function name -> its body's survey
 
     def error(self, message: str, token: Token | None = None) -> MLIRSyntaxError:
         if token is None:
@@ -412,6 +413,15 @@ def _name_hint(name: str) -> str:
     return "v" if not hint or hint == "arg" else hint
 
 
+# Tokens of the body copied as they are (outside aliases, which collapse whitespace).
+_VERBATIM = frozenset(
+    {TokenKind.WHITESPACE, TokenKind.NEWLINE, TokenKind.INTEGER, TokenKind.FLOAT, TokenKind.STRING,
+     TokenKind.AT_ID, TokenKind.BODY_CHAR}
+)
+_REGION_BRACES = frozenset({"{", "}"})
+_REWRITTEN_WORDS = frozenset({"loc", "dense_resource"})
+
+
 class _Inliner:
     """Rewrites one function body into pieces of text for the builder."""
 
@@ -429,7 +439,9 @@ class _Inliner:
         self.function = function
         self.builder = builder
         self.location = location
-        self.survey = _survey(module, function)
+        self.survey = module.surveys.get(function.name) or module.surveys.setdefault(
+            function.name, _survey(module, function)
+        )
         self.preset = self.preset_names(result_names) if result_names is not None else {}
         self.scopes = [_Scope(dict(zip(function.arg_names, operands)), {})]
         self.pending: dict[str, str] = {}  # region arguments declared before their region opens
@@ -621,11 +633,19 @@ class _Inliner:
 
     # ------------------------------------------------------------------- body
     def run(self) -> None:
-        survey = self.survey
+        survey, tokens, pieces = self.survey, self.tokens, self.pieces
         index, end = self.function.body_open + 1, self.function.body_close
         while index < end:
-            token = self.tokens[index]
-            if index == survey.return_start:
+            token = tokens[index]
+            kind = token.kind
+            if (
+                kind in _VERBATIM
+                or (kind is TokenKind.PUNCT and token.text not in _REGION_BRACES)
+                or (kind is TokenKind.BARE_ID and token.text not in _REWRITTEN_WORDS)
+            ) and index != survey.return_start:
+                pieces.append(token.text)  # the common case, kept out of the calls below
+                index += 1
+            elif index == survey.return_start:
                 self.results = [
                     self.returned(i)
                     for i in range(index, survey.return_end)

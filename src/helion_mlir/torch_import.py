@@ -49,7 +49,7 @@ from typing import Any
 
 import torch
 from torch import fx
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.passes.shape_prop import TensorMetadata
 from torch_mlir import ir
@@ -71,6 +71,7 @@ from .output_type import TORCH_BACKEND_PIPELINE, OutputType
 __all__ = [
     "ImportBatch",
     "ImportStats",
+    "ResultSpec",
     "TorchMLIRLoweringError",
     "TorchMLIRNodeImporter",
     "clear_import_cache",
@@ -119,17 +120,36 @@ class _Failure:
     hint: str | None
 
 
+@dataclass(frozen=True)
+class ResultSpec:
+    """Shape (``None`` for a dynamic size) and dtype of one tensor result of an imported node."""
+
+    shape: tuple[int | None, ...]
+    dtype: torch.dtype
+
+
+Results = Any  # ResultSpec, a tuple of them (tuple results), or None (not a tensor)
+
+
+@dataclass(frozen=True)
+class _Imported:
+    """A node's lowered module text and what its results are."""
+
+    text: str
+    results: Results
+
+
 class _ImportCache:
-    """Module texts (or failures) by signature; shared by all importers, thread-safe."""
+    """Imports (or failures) by signature; shared by all importers, thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[tuple, str | _Failure] = {}
+        self._entries: dict[tuple, _Imported | _Failure] = {}
         self.hits = 0
         self.misses = 0
         self.lowering_runs = 0
 
-    def lookup(self, key: tuple) -> str | _Failure | None:
+    def lookup(self, key: tuple) -> _Imported | _Failure | None:
         with self._lock:
             found = self._entries.get(key)
             if found is None:
@@ -142,7 +162,7 @@ class _ImportCache:
         with self._lock:
             self.hits += 1
 
-    def store(self, key: tuple, result: str | _Failure) -> None:
+    def store(self, key: tuple, result: _Imported | _Failure) -> None:
         with self._lock:
             self._entries[key] = result
 
@@ -327,9 +347,17 @@ def _evaluation_mode(node: fx.Node, values: Sequence[InputValue]) -> FakeTensorM
     raise AssertionError("symbolic inputs without a shape environment")
 
 
-def _evaluating(mode: FakeTensorMode | None) -> Any:
-    """Context in which ops run on the placeholder values (see _evaluation_mode)."""
-    return mode if mode is not None else torch.device("meta")
+@contextlib.contextmanager
+def _evaluating(mode: FakeTensorMode | None) -> Iterator[None]:
+    """Context in which ops run on the placeholder values (see _evaluation_mode). Static
+    values are computed on meta tensors outside any fake mode the caller has active
+    (Helion's compile environment keeps one)."""
+    if mode is not None:
+        with mode:
+            yield
+        return
+    with unset_fake_temporarily(), torch.device("meta"):
+        yield
 
 
 def _placeholder_value(value: torch.Tensor, mode: FakeTensorMode | None) -> torch.Tensor:
@@ -337,7 +365,8 @@ def _placeholder_value(value: torch.Tensor, mode: FakeTensorMode | None) -> torc
     if mode is None:
         if value.is_meta and not isinstance(value, FakeTensor):
             return value
-        return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+        with unset_fake_temporarily():
+            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
     if isinstance(value, FakeTensor):
         return value
     if value.is_meta:
@@ -712,6 +741,20 @@ def _build_recipe(node: fx.Node, values: Sequence[InputValue], own_values: bool,
     return _NodeRecipe(node, call, fake_of, mode, graph, False)
 
 
+def _result_specs(graph: fx.Graph) -> Results:
+    """What the graph's results are, from the values its output node returns."""
+
+    def spec(value: Any) -> ResultSpec | None:
+        if not isinstance(value, torch.Tensor):
+            return None
+        return ResultSpec(tuple(d if isinstance(d, int) else None for d in value.shape), value.dtype)
+
+    returned = next(n for n in reversed(graph.nodes) if n.op == "output").args[0]
+    if isinstance(returned, (tuple, list)):
+        return tuple(spec(n.meta.get("val")) for n in returned)
+    return spec(returned.meta.get("val"))
+
+
 def _decomposed_graph(
     node: fx.Node,
     call: tuple[Any, tuple, dict],
@@ -891,6 +934,7 @@ class _Pending:
     recipe: _NodeRecipe | None
     func_name: str
     result: str | _Failure | None = None
+    results: Results = None
     requesters: list[int] = field(default_factory=list)
 
 
@@ -1232,8 +1276,9 @@ class ImportBatch:
     def __init__(self, importer: TorchMLIRNodeImporter) -> None:
         self.output_type = importer.output_type
         self._importer = importer
-        self._results: list[str | _Failure | None] = []
+        self._results: list[_Imported | _Failure | None] = []
         self._reported: list[fx.Node] = []
+        self._keys: list[tuple] = []
         self._misses: dict[tuple, _Pending] = {}
 
     def __len__(self) -> int:
@@ -1251,6 +1296,7 @@ class ImportBatch:
         position = len(self._results)
         self._results.append(None)
         self._reported.append(report_as if report_as is not None else node)
+        self._keys.append(key)
         if key in self._misses:
             _CACHE.count_hit()
             self._misses[key].requesters.append(position)
@@ -1263,10 +1309,27 @@ class ImportBatch:
         with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
             try:
                 entry.recipe = _build_recipe(node, values, own_values, ctx)
+                entry.results = _result_specs(entry.recipe.graph)
             except _NoDecomposition as err:
                 entry.result = err.failure
         self._misses[key] = entry
         return position
+
+    def results(self, position: int) -> Results:
+        """Shapes and dtypes of a queued request's results, known before :meth:`run`.
+
+        Raises the request's error when it is known to fail already (an op torch-mlir
+        lacks that no decomposition reaches).
+        """
+        found = self._results[position]
+        if found is None:
+            entry = self._misses[self._keys[position]]
+            if isinstance(entry.result, _Failure):
+                raise TorchMLIRLoweringError(self._reported[position], entry.result, self.output_type)
+            return entry.results
+        if isinstance(found, _Failure):
+            raise TorchMLIRLoweringError(self._reported[position], found, self.output_type)
+        return found.results
 
     def run(self) -> list[str]:
         """Module texts of all requests, in order; lowers every miss with one pipeline run.
@@ -1279,14 +1342,18 @@ class ImportBatch:
                 _BatchLowering(self.output_type, ctx).run(list(self._misses.values()))
             for entry in self._misses.values():
                 assert entry.result is not None
-                _CACHE.store(entry.key, entry.result)
+                stored = entry.result if isinstance(entry.result, _Failure) else _Imported(entry.result, entry.results)
+                _CACHE.store(entry.key, stored)
                 for position in entry.requesters:
-                    self._results[position] = entry.result
+                    self._results[position] = stored
             self._misses = {}
+        texts: list[str] = []
         for position, result in enumerate(self._results):
             if isinstance(result, _Failure):
                 raise TorchMLIRLoweringError(self._reported[position], result, self.output_type)
-        return list(self._results)  # type: ignore[arg-type]
+            assert result is not None
+            texts.append(result.text)
+        return texts
 
 
 _SHARED_IMPORTERS: dict[OutputType, TorchMLIRNodeImporter] = {}

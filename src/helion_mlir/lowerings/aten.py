@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import fx
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..errors import HelionMLIRError, UnsupportedNodeError
@@ -21,7 +21,7 @@ from ..ir_values import HostRef, Scalar, Tensor
 from ..mlir_types import element_type
 from ..normalize import node_inputs
 from ..output_type import OutputType
-from ..torch_import import scalar_tensor_dtype
+from ..torch_import import Results, ResultSpec, scalar_tensor_dtype
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
@@ -221,36 +221,27 @@ def import_and_inline(
     the op stands once the kernel's ATen ops are lowered together (see
     :mod:`helion_mlir.deferred_inline`). Errors name ``report_as`` (default: ``node``).
     """
-    shape_env = ShapeEnv()
-    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
+    resolved = [v.state[x.name] if isinstance(x, HostRef) else x for x in input_values]
+    fake = _placeholder_maker([x for x in resolved if isinstance(x, Tensor)])
     import_inputs: list[Any] = []
     operands: list[str] = []
-    fake_args: list[Any] = []
-    for source, value in zip(node_inputs(node), input_values):
-        if isinstance(value, HostRef):
-            value = v.state[value.name]
+    for source, value in zip(node_inputs(node), resolved):
         if isinstance(value, Tensor):
-            with mode:
-                sizes = [d if d is not None else shape_env.create_unbacked_symint() for d in value.shape]
-                fake = torch.empty(sizes, dtype=value.dtype)
-            import_inputs.append(fake)
-            fake_args.append(fake)
+            import_inputs.append(fake(value))
             operands.append(value.ssa)
         elif isinstance(value, Scalar):
             val = source.meta.get("val")
             kind = _scalar_kind(val, value)
             import_inputs.append(val if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else kind(1))
-            # A runtime integer may be a size: keep it symbolic so result dims follow it.
-            fake_args.append(shape_env.create_unbacked_symint() if kind is int else kind(1))
             operands.append(v.ops.convert(value, {bool: "i1", int: "i64", float: "f64"}[kind]).ssa)
         elif isinstance(value, (bool, int, float)):
             import_inputs.append(value)
-            fake_args.append(value)
         else:
             raise HelionMLIRError(f"input '{source.name}' has a value torch-mlir cannot take: {value!r}")
     reported = report_as if report_as is not None else node
     raw = v.importer.output_type is OutputType.RAW
-    result = _named_results(v, reported.name, _fake_result(node, fake_args, mode))
+    queued = v.deferred.queue(node, import_inputs, report_as=reported)
+    result = _named_results(v, reported.name, queued.results)
     results = list(result) if isinstance(result, tuple) else [result]
 
     def bind(returned: list[str]) -> None:
@@ -263,17 +254,10 @@ def import_and_inline(
                 v.ops.op(f"{value.ssa} = tensor.cast {name} : {value.type} to {value.type}")
 
     if raw:
-        operands = [_to_torch(v, operand, value) for operand, value in zip(operands, _operand_values(v, input_values))]
-    v.deferred.inline_later(
-        node, import_inputs, operands, result_names=None if raw else [r.ssa for r in results], bind=bind,
-        report_as=reported,
-    )
+        values = [x for x in resolved if isinstance(x, (Tensor, Scalar))]
+        operands = [_to_torch(v, operand, value) for operand, value in zip(operands, values)]
+    v.deferred.inline_later(queued, operands, result_names=None if raw else [r.ssa for r in results], bind=bind)
     return result
-
-
-def _operand_values(v: "IRVisitor", input_values: list[Any]) -> list[Any]:
-    resolved = [v.state[x.name] if isinstance(x, HostRef) else x for x in input_values]
-    return [x for x in resolved if isinstance(x, (Tensor, Scalar))]
 
 
 _TORCH_ELEMENT = {
@@ -309,32 +293,34 @@ def _scalar_kind(val: Any, value: Scalar) -> type:
     return int
 
 
-def _fake_result(node: fx.Node, fake_args: list[Any], mode: FakeTensorMode) -> Any:
-    """Run the op on fake inputs to learn its result shapes and dtypes."""
-    args_iter = iter(fake_args)
-    inputs = node_inputs(node)
-    substitutes = {n: next(args_iter) for n in inputs}
+def _placeholder_maker(tensors: list[Tensor]) -> Any:
+    """How to make the import's stand-in for each tensor input: a meta tensor when every
+    size is static (cheap), else a fake tensor with unbacked sizes for the dynamic ones."""
+    if all(d is not None for t in tensors for d in t.shape):
 
-    def sub(a: Any) -> Any:
-        if isinstance(a, fx.Node):
-            return substitutes[a]
-        if isinstance(a, (list, tuple)):
-            return type(a)(sub(x) for x in a)
-        return a
+        def meta(t: Tensor) -> torch.Tensor:
+            with unset_fake_temporarily():  # Helion's compile environment keeps a fake mode active
+                return torch.empty(t.shape, dtype=t.dtype, device="meta")
 
-    with mode:
-        return node.target(*sub(node.args), **{k: sub(x) for k, x in node.kwargs.items()})
+        return meta
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
 
+    def fake(t: Tensor) -> torch.Tensor:
+        with mode:
+            return torch.empty([d if d is not None else shape_env.create_unbacked_symint() for d in t.shape], dtype=t.dtype)
 
-def _named_results(v: "IRVisitor", hint: str, meta: Any) -> Any:
-    """Tensor values with fresh names for the op's result(s), typed from its fake result."""
-    if isinstance(meta, (tuple, list)):
-        return tuple(_as_value(v.ops.fresh(f"{hint}_{i}_"), m) for i, m in enumerate(meta))
-    return _as_value(v.ops.fresh(hint), meta)
+    return fake
 
 
-def _as_value(name: str, meta: Any) -> Any:
-    if isinstance(meta, torch.Tensor):
-        shape = tuple(int(d) if isinstance(d, int) else None for d in meta.shape)
-        return Tensor(name, shape, meta.dtype)
-    raise HelionMLIRError(f"unexpected non-tensor result {meta!r}")
+def _named_results(v: "IRVisitor", hint: str, specs: Results) -> Any:
+    """Tensor values with fresh names for the op's result(s)."""
+    if isinstance(specs, tuple):
+        return tuple(_as_value(v.ops.fresh(f"{hint}_{i}_"), spec) for i, spec in enumerate(specs))
+    return _as_value(v.ops.fresh(hint), specs)
+
+
+def _as_value(name: str, spec: ResultSpec | None) -> Tensor:
+    if spec is None:
+        raise HelionMLIRError(f"result {name} of an ATen op is not a tensor")
+    return Tensor(name, spec.shape, spec.dtype)
