@@ -120,21 +120,20 @@ class KernelModel:
             )
         self.device_ir = self.host_function.device_ir
         self.name: str = self.host_function.name
-        with self.helion_env():
-            # Reduction loops are lowered in persistent form (see docs/lowering.md).
-            self.graphs = self.device_ir.build_codegen_graphs(self.config, roll_reductions=False)
-            self.block_sizes: dict[int, int] = {}
-            for info in bound.env.block_sizes:
-                size = info.from_config(self.config)
-                if isinstance(size, int):
-                    self.block_sizes[info.block_id] = size
-            self.root_loops = self._root_loops()
         # A symbol names the first block that owns it: Helion also creates reduction blocks
         # over an existing tile dim, which reuse that tile's symbol.
         self.block_vars: dict[sympy.Symbol, int] = {}
         for info in bound.env.block_sizes:
             if isinstance(info.var, torch.SymInt):
                 self.block_vars.setdefault(info.var._sympy_(), info.block_id)
+        with self.helion_env():
+            self.graphs, self.rolled_blocks = self._codegen_graphs()
+            self.block_sizes: dict[int, int] = {}
+            for info in bound.env.block_sizes:
+                size = info.from_config(self.config)
+                if isinstance(size, int):
+                    self.block_sizes[info.block_id] = size
+            self.root_loops = self._root_loops()
         with self.helion_env():
             self.persistent_reductions = self._persistent_reductions()
         self.block_numel: dict[int, Any] = {info.block_id: info.size for info in bound.env.block_sizes}
@@ -152,6 +151,25 @@ class KernelModel:
     # -- graphs -------------------------------------------------------------------------
     def graph(self, graph_id: int) -> Any:
         return self.graphs[graph_id]
+
+    def _codegen_graphs(self) -> tuple[list[Any], set[int]]:
+        """The graphs to lower and the rolled reduction block ids.
+
+        ``config.reduction_loops`` rolls reductions into loops over chunks; a kernel whose
+        rolled graphs hold a reduction kind the lowering cannot combine across chunks is
+        lowered in persistent form instead (same numbers, whole reduction dimensions).
+        """
+        from .lowerings.rolled_reductions import rolled_block_ids, unsupported_rolled_reduction
+
+        graphs = self.device_ir.build_codegen_graphs(self.config, roll_reductions=True)
+        blocks = rolled_block_ids(graphs)
+        if not blocks:
+            return graphs, blocks
+        reason = unsupported_rolled_reduction(graphs, self.block_id_of)
+        if reason is None:
+            return graphs, blocks
+        log.warning("kernel %s: reduction_loops lowered in persistent form: %s", self.name, reason)
+        return self.device_ir.build_codegen_graphs(self.config, roll_reductions=False), set()
 
     def _reachable_graphs(self) -> list[int]:
         """Graph ids in program order: roots by phase, each graph before the graphs it calls
@@ -246,14 +264,16 @@ class KernelModel:
         return loops
 
     def _persistent_reductions(self) -> dict[int, Any]:
-        """Reduction dims, kept whole: block id -> number of elements (int or SymInt).
+        """Reduction dims kept whole: block id -> number of elements (int or SymInt).
 
-        They are lowered unpadded at their exact size; reduction loops
-        (``config.reduction_loops``) are lowered in this persistent form too.
+        They are lowered unpadded at their exact size; rolled ones (``rolled_blocks``) are
+        loops over chunks instead.
         """
         found: dict[int, Any] = {}
         for info in self.bound.env.block_sizes:
             if type(info.block_size_source).__name__ != "ReductionLoopBlockSizeSource":
+                continue
+            if info.block_id in self.rolled_blocks:
                 continue
             owner = self.block_vars.get(info.var._sympy_()) if isinstance(info.var, torch.SymInt) else None
             if owner == info.block_id:

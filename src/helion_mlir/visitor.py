@@ -27,7 +27,7 @@ from .ir_values import HostRef, Scalar, Tensor, Tile
 from .kernel_model import KernelModel
 from .helion_compat import original_args
 from .kernel_model import WRITING_TARGET_NAMES, target_name
-from .lowering_registry import lookup_lowering
+from .lowering_registry import LoweringRule, lookup_lowering
 from .torch_import import TorchMLIRNodeImporter
 
 __all__ = ["IRVisitor"]
@@ -93,6 +93,9 @@ class IRVisitor:
         self.tiles: dict[int, Tile] = {}
         self.symbols: dict[sympy.Symbol, Any] = {}
         self.current_node: fx.Node | None = None
+        # Rules for single nodes, set by a rule that owns them (rolled reductions); they
+        # take precedence over the rule registered for the node's target.
+        self.node_rules: dict[fx.Node, LoweringRule] = {}
         self._live_cache: dict[int, set[fx.Node]] = {}
 
     # -- walking -----------------------------------------------------------------------------
@@ -149,7 +152,7 @@ class IRVisitor:
     def visit(self, node: fx.Node) -> Any:
         if node in self.values:  # set by the control-flow rule that owns it (e.g. a _phi)
             return self.values[node]
-        rule = lookup_lowering(node.target)
+        rule = self.node_rules.get(node) or lookup_lowering(node.target)
         if rule is None:
             from .lowerings.aten import lower_aten_op, is_aten_op
 

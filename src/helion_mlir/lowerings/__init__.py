@@ -1,5 +1,5 @@
 """Lowering rules, one module per kind of op; importing this package registers them all."""
 
-from . import aten, control_flow, matmul, memory, reductions, scalars, special, tiles, views
+from . import aten, control_flow, matmul, memory, reductions, rolled_reductions, scalars, special, tiles, views
 
-__all__ = ["aten", "control_flow", "matmul", "memory", "reductions", "scalars", "special", "tiles", "views"]
+__all__ = ["aten", "control_flow", "matmul", "memory", "reductions", "rolled_reductions", "scalars", "special", "tiles", "views"]

@@ -8,6 +8,8 @@ the current value of each host tensor its body writes (see
   body's outputs are the values of names the loop writes; their initial values are the
   first operands of the ``_phi(init, getitem(loop, i))`` merges that follow the loop,
   and a body placeholder whose outer value is such an init reads the loop-carried value.
+  Loop bodies of a special kind (rolled reductions) have their own rule, registered
+  with :func:`register_loop_body`.
 * ``_if(test, then_graph, else_graph, then_args, else_args)`` becomes ``scf.if`` with
   one result per ``_phi`` that merges its outputs.
 * ``_while_loop(cond_graph, body_graph, args, _)`` becomes ``scf.while``.
@@ -16,7 +18,7 @@ the current value of each host tensor its body writes (see
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -26,18 +28,33 @@ from helion.language import _tracing_ops
 from ..emitter import Value
 from ..errors import HelionMLIRError
 from ..ir_values import HostRef, Scalar, Tensor, Tile
-from ..lowering_registry import register_lowering
+from ..lowering_registry import LoweringRule, register_lowering
 from ..mlir_types import element_type
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
 
 
+# Rules for ``_for_loop`` nodes whose body graph is of a given GraphInfo class.
+_LOOP_BODY_RULES: dict[type, LoweringRule] = {}
+
+
+def register_loop_body(kind: type) -> Callable[[LoweringRule], LoweringRule]:
+    """Lower ``_for_loop`` nodes whose body is a ``kind`` graph with the decorated rule."""
+
+    def decorate(rule: LoweringRule) -> LoweringRule:
+        _LOOP_BODY_RULES[kind] = rule
+        return rule
+
+    return decorate
+
+
 def _users(node: fx.Node, target: Any) -> list[fx.Node]:
     return [u for u in node.users if u.target is target]
 
 
-def _getitems(node: fx.Node) -> dict[int, fx.Node]:
+def getitems(node: fx.Node) -> dict[int, fx.Node]:
+    """The ``getitem(node, i)`` users of a multi-result node, by index."""
     return {int(u.args[1]): u for u in _users(node, operator.getitem)}
 
 
@@ -166,6 +183,9 @@ def _loop_bound(v: "IRVisitor", value: Any) -> Any:
 def lower_for_loop(v: "IRVisitor", node: fx.Node) -> list[Any]:
     graph_id, begins, ends, args = node.args[:4]
     info = v.model.graph(int(graph_id))
+    special = _LOOP_BODY_RULES.get(type(info))
+    if special is not None:
+        return special(v, node)
     block_ids = list(info.block_ids)
     steps = list(node.args[4]) if len(node.args) > 4 else [None] * len(block_ids)
     steps = [None if s in (None, 1) and node.target is _tracing_ops._for_loop else s for s in steps]
@@ -173,7 +193,7 @@ def lower_for_loop(v: "IRVisitor", node: fx.Node) -> list[Any]:
     ends = [_loop_bound(v, e) for e in ends]
     out_node = next(n for n in info.graph.nodes if n.op == "output")
     outputs = list(out_node.args[0] or [])
-    items = _getitems(node)
+    items = getitems(node)
     inits = [_phi_init(items.get(i)) for i in range(len(outputs))]
     written = v.model.writes.get(int(graph_id), [])
     carried = _initial_carried(v, written, outputs, inits)
@@ -238,7 +258,7 @@ def lower_if(v: "IRVisitor", node: fx.Node) -> list[Any]:
     test, then_gid, else_gid, then_args, else_args = node.args
     then_out = next(n for n in v.model.graph(int(then_gid)).graph.nodes if n.op == "output").args[0] or []
     n_then = len(then_out)
-    items = _getitems(node)
+    items = getitems(node)
     # One result per merge: (source in then branch, source in else branch, phi node)
     merges: list[tuple[Any, Any, fx.Node | None]] = []
     claimed: set[int] = set()
@@ -347,7 +367,7 @@ def lower_while_loop(v: "IRVisitor", node: fx.Node) -> list[Any]:
         raise HelionMLIRError("while loops with an else clause are not supported")
     body_info = v.model.graph(body_gid)
     outputs = list(next(n for n in body_info.graph.nodes if n.op == "output").args[0] or [])
-    items = _getitems(node)
+    items = getitems(node)
     inits = [_phi_init(items.get(i)) for i in range(len(outputs))]
     written = list(dict.fromkeys(v.model.writes.get(body_gid, []) + v.model.writes.get(cond_gid, [])))
     carried = _initial_carried(v, written, outputs, inits)
