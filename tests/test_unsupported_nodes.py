@@ -8,13 +8,13 @@ kernel source line; generate_mlir returns nothing when it raises.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-import helion_mlir
 from torch import fx
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
@@ -185,3 +185,28 @@ def test_kernel_reaching_a_target_whose_rule_is_missing_raises_at_its_source_lin
     assert (err.node_name, err.target) == ("_while_loop", "_tracing_ops._while_loop")
     assert err.source_location == f"{source}:{line_of('while step < iters:', source)}"
     assert "helion_mlir has no lowering for this node target" in str(err)
+
+
+def test_kernel_bound_before_importing_helion_mlir_gets_a_clear_error(tmp_path: Path) -> None:
+    script = tmp_path / "bind_first.py"
+    script.write_text(
+        "import torch, helion, helion.language as hl\n"
+        "@helion.kernel(config=helion.Config(block_sizes=[8]))\n"
+        "def square(x: torch.Tensor) -> torch.Tensor:\n"
+        "    out = torch.empty_like(x)\n"
+        "    for t in hl.tile(x.size(0)):\n"
+        "        v = x[t]\n"
+        "        out[t] = v * v\n"
+        "    return out\n"
+        "bound = square.bind((torch.randn(20),))\n"
+        "import helion_mlir\n"
+        "try:\n"
+        "    helion_mlir.generate_mlir(bound)\n"
+        "except helion_mlir.NodeNormalizationError as err:\n"
+        "    print(err)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"node 'mul' (aten.mul.Tensor) at {script}:7" in done.stdout
+    assert "bound before helion_mlir was imported" in done.stdout
+    assert "hint: import helion_mlir before calling kernel.bind" in done.stdout

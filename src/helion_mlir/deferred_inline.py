@@ -1,7 +1,7 @@
 """Inline a kernel's ATen ops after one torch-mlir pipeline run for all of them.
 
-Lowering ATen nodes one at a time costs a pipeline run each (milliseconds); one run over
-every node of a kernel costs little more than a single one. The emitter cannot wait for
+Lowering ATen nodes one at a time costs a pipeline run each (a few milliseconds, much of
+it fixed); one run over every node of a kernel costs about half as much per node. The emitter cannot wait for
 an op's text, though: the ops after it use its results. So each ATen op gets its result
 names at once, and a :class:`~helion_mlir.builder.Slot` in the builder where its inlined
 body goes once the whole kernel has been visited and its ATen nodes lowered together.

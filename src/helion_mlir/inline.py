@@ -86,12 +86,13 @@ def _unquote(token: Token) -> str:
 
 
 # --------------------------------------------------------------------------- module layout
-@functools.lru_cache(maxsize=32)
+@functools.lru_cache(maxsize=1024)
 def _scan_module(text: str) -> _SourceModule:
     """Find the alias definitions, the resources section and the functions of a module.
 
     Cached: the same torch-mlir output is often inlined many times (one ATen op at several
-    sites of a kernel). The result is only read afterwards.
+    sites of a kernel). The result is only read afterwards, apart from the surveys of its
+    function bodies, which it memoizes.
     """
     module = _SourceModule(text, tokenize(text))
     tokens = module.tokens
@@ -704,15 +705,28 @@ class _Inliner:
 
 
 def _check_operand(operand: str) -> None:
-    try:
-        tokens = tokenize(operand)
-    except MLIRSyntaxError:
-        tokens = []
-    if len(tokens) != 1 or tokens[0].kind is not TokenKind.VALUE_ID or tokens[0].value_suffix.startswith(":"):
+    if not _is_operand(operand):
         raise MLIRSyntaxError(f"operand {operand!r} is not an SSA value (%name or %name#N)")
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_operand(text: str) -> bool:
+    try:
+        tokens = tokenize(text)
+    except MLIRSyntaxError:
+        return False
+    return len(tokens) == 1 and tokens[0].kind is TokenKind.VALUE_ID and not tokens[0].value_suffix.startswith(":")
+
+
 def _check_location(location: str, builder: MLIRBuilder) -> None:
+    for alias in _location_aliases(location):
+        if alias not in builder.aliases:
+            raise MLIRSyntaxError(f"location {location!r} uses {alias}, which the builder does not define")
+
+
+@functools.lru_cache(maxsize=1024)
+def _location_aliases(location: str) -> tuple[str, ...]:
+    """The aliases a location body refers to; raises if it is not a location body."""
     if not location.strip():
         raise MLIRSyntaxError("the location must not be empty")
     wrapped = f"loc({location})"
@@ -723,12 +737,13 @@ def _check_location(location: str, builder: MLIRBuilder) -> None:
         raise MLIRSyntaxError(f"location {location!r} is not a location body: {err}") from None
     if not closes_at_end or any(t.kind in (TokenKind.NEWLINE, TokenKind.COMMENT) for t in tokens):
         raise MLIRSyntaxError(f"location {location!r} is not a location body")
+    aliases = []
     for token in tokens:
         if token.kind in (TokenKind.VALUE_ID, TokenKind.CARET_ID):
             raise MLIRSyntaxError(f"location {location!r} contains {token.text}")
         if token.kind in (TokenKind.HASH_ID, TokenKind.BANG_ID) and "." not in token.text:
-            if token.text not in builder.aliases:
-                raise MLIRSyntaxError(f"location {location!r} uses {token.text}, which the builder does not define")
+            aliases.append(token.text)
+    return tuple(aliases)
 
 
 def inline_torch_mlir_output(

@@ -1294,25 +1294,24 @@ class ImportBatch:
         """
         key, own_values, values = self._importer._prepare(node, input_tensors)
         position = len(self._results)
-        self._results.append(None)
-        self._reported.append(report_as if report_as is not None else node)
-        self._keys.append(key)
         if key in self._misses:
             _CACHE.count_hit()
             self._misses[key].requesters.append(position)
-            return position
-        cached = _CACHE.lookup(key)
-        if cached is not None:
-            self._results[position] = cached
-            return position
-        entry = _Pending(key, None, _function_name(node.target), requesters=[position])
-        with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
-            try:
-                entry.recipe = _build_recipe(node, values, own_values, ctx)
-                entry.results = _result_specs(entry.recipe.graph)
-            except _NoDecomposition as err:
-                entry.result = err.failure
-        self._misses[key] = entry
+            found = None
+        else:
+            found = _CACHE.lookup(key)
+            if found is None:  # a miss: its graph is built now (this may raise for bad input)
+                entry = _Pending(key, None, _function_name(node.target), requesters=[position])
+                with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
+                    try:
+                        entry.recipe = _build_recipe(node, values, own_values, ctx)
+                        entry.results = _result_specs(entry.recipe.graph)
+                    except _NoDecomposition as err:
+                        entry.result = err.failure
+                self._misses[key] = entry
+        self._results.append(found)
+        self._reported.append(report_as if report_as is not None else node)
+        self._keys.append(key)
         return position
 
     def results(self, position: int) -> Results:

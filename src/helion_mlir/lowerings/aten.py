@@ -15,7 +15,7 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from ..errors import HelionMLIRError, UnsupportedNodeError
+from ..errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError
 from ..helion_compat import original_args
 from ..ir_values import HostRef, Scalar, Tensor
 from ..mlir_types import element_type
@@ -36,6 +36,13 @@ def is_aten_op(target: Any) -> bool:
 
 def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
     recorded = original_args(node)
+    if recorded is None and "lowering" in node.meta:
+        raise NodeNormalizationError(
+            node,
+            "the kernel was bound before helion_mlir was imported, so Helion's lowering pass may "
+            "have dropped inputs of this node",
+            hint="import helion_mlir before calling kernel.bind (in a new process, or with a new helion.kernel)",
+        )
     args, kwargs = (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
     target, numbers = node.target, {}
     if v.importer.output_type is not OutputType.RAW:  # raw output stays the op as traced
