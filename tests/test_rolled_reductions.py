@@ -92,6 +92,14 @@ def test_rolled_examples_run_with_other_output_types(name: str, output_type: str
     _assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, f"{name} [{output_type}]")
 
 
+@pytest.mark.parametrize("name", ["softmax_one_pass", "layer_norm"])
+def test_rolled_reductions_of_bfloat16_rows(name: str) -> None:
+    module = load_example_by_name(name)
+    args = module.make_args("ragged", torch.bfloat16)
+    compiled = compile_kernel(module.KERNEL.bind(args), config=_rolled_config(module, 16))
+    _assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), dict(rtol=1.6e-2, atol=1e-2), f"{name} [bf16]")
+
+
 def test_rolled_reduction_with_dynamic_shapes() -> None:
     module = load_example_by_name("softmax_one_pass")
     kernel = helion.kernel(module.KERNEL.fn, config=helion.Config(block_sizes=[8], reduction_loops=[16]),
@@ -139,6 +147,7 @@ def reduction_kinds(x: torch.Tensor, xi: torch.Tensor) -> tuple[torch.Tensor, ..
     o_prod, o_max = torch.empty([rows], **f32), torch.empty([rows], **f32)
     o_argmax, o_argmin, o_isum, o_max_index = (torch.empty([rows], **i64) for _ in range(4))
     o_imax = torch.empty([rows], dtype=torch.int32, device=x.device)
+    o_any = torch.empty([rows], dtype=torch.bool, device=x.device)
     for tile_r in hl.tile(rows):
         row = x[tile_r, :]
         irow = xi[tile_r, :]
@@ -155,7 +164,8 @@ def reduction_kinds(x: torch.Tensor, xi: torch.Tensor) -> tuple[torch.Tensor, ..
         values, indices = torch.max(row, dim=1)
         o_max[tile_r] = values
         o_max_index[tile_r] = indices
-    return o_mean, o_amin, o_argmax, o_argmin, o_var, o_var_mean, o_isum, o_imax, o_prod, o_max, o_max_index
+        o_any[tile_r] = torch.any(row > 2.5, dim=1)
+    return o_mean, o_amin, o_argmax, o_argmin, o_var, o_var_mean, o_isum, o_imax, o_prod, o_max, o_max_index, o_any
 
 
 def _kinds_args() -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,7 +184,7 @@ def _kinds_reference(x: torch.Tensor, xi: torch.Tensor) -> tuple[torch.Tensor, .
     var, mean = torch.var_mean(x, dim=1, keepdim=True)
     values, indices = torch.max(x, dim=1)
     return (x.mean(1), x.amin(1), x.argmax(1), x.argmin(1), x.var(1), (var + mean).squeeze(1), xi.sum(1),
-            xi.amax(1), torch.prod(x * 0.01 + 1.0, dim=1), values, indices)
+            xi.amax(1), torch.prod(x * 0.01 + 1.0, dim=1), values, indices, torch.any(x > 2.5, dim=1))
 
 
 @pytest.mark.parametrize(("chunk", "output_type"), [
@@ -186,7 +196,7 @@ def test_every_reduction_kind_rolled_matches_torch(chunk: int, output_type: str)
     bound = reduction_kinds.bind(args)
     assert KernelModel(bound, config).rolled_blocks
     compiled = compile_kernel(bound, output_type=output_type, config=config)
-    assert compiled.mlir.count('"reduction"') >= 13  # one fold per rolled reduction node
+    assert compiled.mlir.count('"reduction"') >= 14  # one fold per rolled reduction node
     _assert_matches(compiled(*_clone(args)), _kinds_reference(*args), dict(rtol=1e-4, atol=1e-4),
                     f"kinds[{chunk}, {output_type}]")
 

@@ -114,7 +114,8 @@ class Emitter:
             if key in scope:
                 return scope[key]
         ssa = self.fresh("c")
-        self.op(f"{ssa} = arith.constant {text} : {mlir_type}")
+        typed = text if mlir_type == "i1" else f"{text} : {mlir_type}"  # `true`/`false` carry their type
+        self.op(f"{ssa} = arith.constant {typed}")
         result = Scalar(ssa, mlir_type)
         self._constant_scopes[-1][key] = result
         return result
