@@ -13,6 +13,7 @@ discarded inputs put back and the internal kwargs dropped.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from torch import fx
@@ -61,18 +62,23 @@ def original_args(node: fx.Node) -> tuple[Any, tuple[Any, ...], dict[str, Any]] 
             by_name.update((n.name, n) for n in graph.nodes)
         return by_name.get(a.name)
 
-    def fill(now: Any, then: Any) -> Any:
-        """``now`` with every ``None`` the pass put in place of a traced node restored."""
-        if now is None:
-            return fx.node.map_aggregate(then, local)
-        if isinstance(now, (list, tuple)) and isinstance(then, (list, tuple)) and len(now) == len(then):
-            return type(now)(fill(a, b) for a, b in zip(now, then))
-        return now
-
-    args = tuple(fill(now, then) for now, then in zip(node.args, traced_args))
+    args = tuple(_fill(now, then, local) for now, then in zip(node.args, traced_args))
     args += tuple(fx.node.map_aggregate(tuple(traced_args[len(args):]), local))
-    kwargs = {k: fill(v, traced_kwargs.get(k)) for k, v in node.kwargs.items() if k not in _INTERNAL_KWARGS}
+    kwargs = {k: _fill(v, traced_kwargs.get(k), local) for k, v in node.kwargs.items() if k not in _INTERNAL_KWARGS}
     return node.target, args, kwargs
+
+
+def _fill(now: Any, then: Any, local: Callable[[Any], Any]) -> Any:
+    """``now`` with every ``None`` the pass put in place of a traced node restored.
+
+    A module-level function rather than a recursive closure: a closure that calls itself
+    is a reference cycle, garbage only a full collection frees.
+    """
+    if now is None:
+        return fx.node.map_aggregate(then, local)
+    if isinstance(now, (list, tuple)) and isinstance(then, (list, tuple)) and len(now) == len(then):
+        return type(now)(_fill(a, b, local) for a, b in zip(now, then))
+    return now
 
 
 _INTERNAL_KWARGS = ("_extra_args", "_extra_deps")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,8 @@ from .mlir_types import scalar_type_of_python, tensor_type
 __all__ = ["KernelModel", "FunctionArg", "LoopDim", "RootLoop", "resolve_config"]
 
 log = logging.getLogger(__name__)
+
+_CODEGEN_GRAPHS: "weakref.WeakKeyDictionary[Any, dict[Any, tuple[list[Any], set[int]]]]" = weakref.WeakKeyDictionary()
 
 WRITING_TARGET_NAMES = frozenset(
     {
@@ -153,6 +156,16 @@ class KernelModel:
         return self.graphs[graph_id]
 
     def _codegen_graphs(self) -> tuple[list[Any], set[int]]:
+        """The graphs to lower and the rolled reduction block ids, shared by every emission
+        of this kernel under this config (Helion copies all graphs to build them; the
+        lowering only reads them)."""
+        per_config = _CODEGEN_GRAPHS.setdefault(self.device_ir, {})
+        found = per_config.get(self.config)
+        if found is None:
+            found = per_config[self.config] = self._build_codegen_graphs()
+        return found
+
+    def _build_codegen_graphs(self) -> tuple[list[Any], set[int]]:
         """The graphs to lower and the rolled reduction block ids.
 
         ``config.reduction_loops`` rolls reductions into loops over chunks; a kernel whose
@@ -175,41 +188,40 @@ class KernelModel:
         """Graph ids in program order: roots by phase, each graph before the graphs it calls
         (so "first use" orders in the ABI follow the kernel's source)."""
         seen: list[int] = []
-
-        def visit(gid: int) -> None:
-            if gid in seen:
-                return
-            seen.append(gid)
-            for node in self.graphs[gid].graph.nodes:
-                for callee in called_graph_ids(node):
-                    visit(callee)
-
         for root in self.root_loops:
-            visit(root.graph_id)
+            self._visit_graph(root.graph_id, seen)
         return seen
+
+    def _visit_graph(self, gid: int, seen: list[int]) -> None:
+        # A method, not a recursive closure: those are reference cycles left to the collector.
+        if gid in seen:
+            return
+        seen.append(gid)
+        for node in self.graphs[gid].graph.nodes:
+            for callee in called_graph_ids(node):
+                self._visit_graph(callee, seen)
 
     def _writes_per_graph(self) -> dict[int, list[str]]:
         """Host tensor names written by each graph, including graphs it calls (first-write order)."""
         memo: dict[int, list[str]] = {}
+        return {gid: self._writes_of(gid, memo) for gid in self.reachable_graph_ids}
 
-        def writes(gid: int) -> list[str]:
-            if gid in memo:
-                return memo[gid]
-            memo[gid] = []
-            found: list[str] = []
-            for node in self.graphs[gid].graph.nodes:
-                if node.op != "call_function":
-                    continue
-                if target_name(node) in WRITING_TARGET_NAMES and node.args:
-                    name = host_tensor_name(node.args[0])
-                    if name is not None and name not in found:
-                        found.append(name)
-                for sub in called_graph_ids(node):
-                    found.extend(n for n in writes(sub) if n not in found)
-            memo[gid] = found
-            return found
-
-        return {gid: writes(gid) for gid in self.reachable_graph_ids}
+    def _writes_of(self, gid: int, memo: dict[int, list[str]]) -> list[str]:
+        if gid in memo:
+            return memo[gid]
+        memo[gid] = []
+        found: list[str] = []
+        for node in self.graphs[gid].graph.nodes:
+            if node.op != "call_function":
+                continue
+            if target_name(node) in WRITING_TARGET_NAMES and node.args:
+                name = host_tensor_name(node.args[0])
+                if name is not None and name not in found:
+                    found.append(name)
+            for sub in called_graph_ids(node):
+                found.extend(n for n in self._writes_of(sub, memo) if n not in found)
+        memo[gid] = found
+        return found
 
     # -- the function signature ----------------------------------------------------------
     def _function_signature(self) -> tuple[list[FunctionArg], list[str]]:

@@ -12,6 +12,9 @@ Calling convention (shared with the inliner). ``input_tensors`` has one entry pe
 
 * a ``torch.Tensor`` (fake, meta or real; concrete or symbolic sizes) becomes a tensor
   argument; symbolic sizes become dynamic dimensions (``?``);
+* a :class:`TensorSpec` (shape and dtype, ``None`` for a dynamic size) is a contiguous
+  tensor argument described without a tensor: a cache hit then creates no fake tensor and
+  no shape environment, which is what a converter emitting many kernels wants;
 * a ``SymInt`` / ``SymFloat`` / ``SymBool`` becomes a scalar argument (``!torch.int`` in
   raw IR, ``i64`` after lowering, and so on);
 * a Python ``int`` / ``float`` / ``bool`` is baked into the graph as a literal. This is how
@@ -72,6 +75,7 @@ __all__ = [
     "ImportBatch",
     "ImportStats",
     "ResultSpec",
+    "TensorSpec",
     "TorchMLIRLoweringError",
     "TorchMLIRNodeImporter",
     "clear_import_cache",
@@ -84,8 +88,17 @@ log = logging.getLogger(__name__)
 
 aten = torch.ops.aten
 
-InputValue = Any  # torch.Tensor | int | float | bool | torch.SymInt | torch.SymFloat | torch.SymBool
+InputValue = Any  # torch.Tensor | TensorSpec | int | float | bool | torch.SymInt | torch.SymFloat | torch.SymBool
 _SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A contiguous tensor input given by shape and dtype; each ``None`` size is dynamic
+    and independent of every other size."""
+
+    shape: tuple[int | None, ...]
+    dtype: torch.dtype
 
 
 # --------------------------------------------------------------------------------------
@@ -205,6 +218,12 @@ class _SymbolNumbering:
     def __init__(self) -> None:
         self._ids: dict[Any, int] = {}
 
+    def fresh(self) -> tuple[str, int]:
+        """A symbol unlike every other (a dynamic size of a TensorSpec)."""
+        number = len(self._ids)
+        self._ids[object()] = number
+        return ("sym", number)
+
     def dim(self, value: Any) -> Any:
         if isinstance(value, _SYMBOLIC_SCALARS):
             expr = value.node.expr
@@ -241,6 +260,8 @@ def _literal_key(value: Any, node: fx.Node, input_index: dict[fx.Node, int]) -> 
 
 
 def _value_key(value: InputValue, symbols: _SymbolNumbering) -> tuple:
+    if isinstance(value, TensorSpec):
+        return ("contiguous tensor", value.dtype, tuple(symbols.fresh() if d is None else d for d in value.shape))
     if isinstance(value, torch.Tensor):
         return (
             "tensor",
@@ -295,14 +316,36 @@ def _check_input_values(node: fx.Node, values: Sequence[InputValue]) -> list[Inp
             hint="pass one entry per node_inputs(node) entry, in that order",
         )
     for inp, value in zip(inputs, values):
-        if not isinstance(value, (torch.Tensor, *SCALAR_TYPES)):
+        if not isinstance(value, (torch.Tensor, TensorSpec, *SCALAR_TYPES)):
             raise NodeNormalizationError(
                 node,
                 f"input '{inp.name}' is given as a {type(value).__name__}",
-                hint="each input must be a torch.Tensor, a SymInt/SymFloat/SymBool or a Python "
-                "int/float/bool (which is baked in as a literal)",
+                hint="each input must be a torch.Tensor, a TensorSpec, a SymInt/SymFloat/SymBool or a "
+                "Python int/float/bool (which is baked in as a literal)",
             )
     return list(values)
+
+
+def _tensors_for_specs(values: Sequence[InputValue]) -> list[InputValue]:
+    """``values`` with each TensorSpec made a tensor: a meta tensor when its sizes are all
+    static, else a fake tensor whose dynamic sizes are unbacked symbols of a shape
+    environment of this call (so no fact learned about them outlives the import)."""
+    specs = [v for v in values if isinstance(v, TensorSpec)]
+    if not specs:
+        return list(values)
+    if all(d is not None for spec in specs for d in spec.shape):
+        with unset_fake_temporarily():  # a caller may have a fake mode active (Helion does)
+            return [torch.empty(v.shape, dtype=v.dtype, device="meta") if isinstance(v, TensorSpec) else v
+                    for v in values]
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
+
+    def fake(spec: TensorSpec) -> torch.Tensor:
+        with mode:
+            sizes = [d if d is not None else shape_env.create_unbacked_symint() for d in spec.shape]
+            return torch.empty(sizes, dtype=spec.dtype)
+
+    return [fake(v) if isinstance(v, TensorSpec) else v for v in values]
 
 
 _STATIC_FAKE_MODE = FakeTensorMode(allow_non_fake_inputs=True)  # for tracing decompositions
@@ -1304,7 +1347,7 @@ class ImportBatch:
                 entry = _Pending(key, None, _function_name(node.target), requesters=[position])
                 with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
                     try:
-                        entry.recipe = _build_recipe(node, values, own_values, ctx)
+                        entry.recipe = _build_recipe(node, _tensors_for_specs(values), own_values, ctx)
                         entry.results = _result_specs(entry.recipe.graph)
                     except _NoDecomposition as err:
                         entry.result = err.failure

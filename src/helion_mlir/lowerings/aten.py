@@ -8,12 +8,12 @@ runtime scalars become scalar operands.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import fx
-from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ..errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError
 from ..helion_compat import original_args
@@ -21,12 +21,12 @@ from ..ir_values import HostRef, Scalar, Tensor
 from ..mlir_types import element_type
 from ..normalize import node_inputs
 from ..output_type import OutputType
-from ..torch_import import Results, ResultSpec, scalar_tensor_dtype
+from ..torch_import import Results, ResultSpec, TensorSpec, scalar_tensor_dtype
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
 
-__all__ = ["is_aten_op", "lower_aten_op", "import_and_inline"]
+__all__ = ["is_aten_op", "lower_aten_op", "import_and_inline", "twin_node"]
 
 
 def is_aten_op(target: Any) -> bool:
@@ -52,24 +52,34 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
         return _checked(v, node, import_and_inline(v, node, _input_values(v, node)))
     # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
     # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
-    with node.graph.inserting_before(node):
-        stand_ins = {}
-        for slot, number in numbers.items():
-            stand_in = node.graph.call_function(torch.ops.aten.scalar_tensor.default, (0,))
-            stand_ins[slot] = stand_in
-        args = tuple(stand_ins.get(("arg", i), a) for i, a in enumerate(args))
-        kwargs = {k: stand_ins.get(("kwarg", k), a) for k, a in kwargs.items()}
-        twin = node.graph.call_function(target, args, kwargs)
-    twin.meta = {k: val for k, val in node.meta.items() if k != "lowering"}
+    scratch = v.scratch_graph
+    stand_ins = {slot: scratch.call_function(torch.ops.aten.scalar_tensor.default, (0,)) for slot in numbers}
+    args = tuple(stand_ins.get(("arg", i), a) for i, a in enumerate(args))
+    kwargs = {k: stand_ins.get(("kwarg", k), a) for k, a in kwargs.items()}
     try:
-        values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
-        return _checked(v, node, import_and_inline(v, twin, values, report_as=node))
+        with twin_node(v, node, target, args, kwargs) as twin:
+            values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
+            return _checked(v, node, import_and_inline(v, twin, values, report_as=node))
     except UnsupportedNodeError as err:  # report it for the node the user's graph has
         raise err.about(node) from None
     finally:
-        node.graph.erase_node(twin)
         for stand_in in stand_ins.values():
-            node.graph.erase_node(stand_in)
+            scratch.erase_node(stand_in)
+
+
+@contextlib.contextmanager
+def twin_node(v: "IRVisitor", node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[fx.Node]:
+    """A stand-in for ``node`` computing ``target(*args, **kwargs)``, with ``node``'s metadata.
+
+    It lives in the visitor's scratch graph, so the kernel's graphs keep no trace of it
+    (not even its name), and it is erased on leaving the ``with`` block.
+    """
+    twin = v.scratch_graph.call_function(target, args, kwargs)
+    twin.meta = {k: val for k, val in node.meta.items() if k != "lowering"}
+    try:
+        yield twin
+    finally:
+        v.scratch_graph.erase_node(twin)
 
 
 def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -229,12 +239,11 @@ def import_and_inline(
     :mod:`helion_mlir.deferred_inline`). Errors name ``report_as`` (default: ``node``).
     """
     resolved = [v.state[x.name] if isinstance(x, HostRef) else x for x in input_values]
-    fake = _placeholder_maker([x for x in resolved if isinstance(x, Tensor)])
     import_inputs: list[Any] = []
     operands: list[str] = []
     for source, value in zip(node_inputs(node), resolved):
         if isinstance(value, Tensor):
-            import_inputs.append(fake(value))
+            import_inputs.append(TensorSpec(value.shape, value.dtype))
             operands.append(value.ssa)
         elif isinstance(value, Scalar):
             val = source.meta.get("val")
@@ -298,26 +307,6 @@ def _scalar_kind(val: Any, value: Scalar) -> type:
     if isinstance(val, torch.SymFloat) or value.type in ("f64", "f32", "f16", "bf16"):
         return float
     return int
-
-
-def _placeholder_maker(tensors: list[Tensor]) -> Any:
-    """How to make the import's stand-in for each tensor input: a meta tensor when every
-    size is static (cheap), else a fake tensor with unbacked sizes for the dynamic ones."""
-    if all(d is not None for t in tensors for d in t.shape):
-
-        def meta(t: Tensor) -> torch.Tensor:
-            with unset_fake_temporarily():  # Helion's compile environment keeps a fake mode active
-                return torch.empty(t.shape, dtype=t.dtype, device="meta")
-
-        return meta
-    shape_env = ShapeEnv()
-    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
-
-    def fake(t: Tensor) -> torch.Tensor:
-        with mode:
-            return torch.empty([d if d is not None else shape_env.create_unbacked_symint() for d in t.shape], dtype=t.dtype)
-
-    return fake
 
 
 def _named_results(v: "IRVisitor", hint: str, specs: Results) -> Any:

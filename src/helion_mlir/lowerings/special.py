@@ -11,7 +11,7 @@ from helion.language import _gelu_tanh_approx, _tracing_ops, inline_asm_ops, inl
 
 from ..errors import UnsupportedNodeError
 from ..lowering_registry import register_lowering
-from .aten import import_and_inline
+from .aten import import_and_inline, twin_node
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
@@ -19,13 +19,8 @@ if TYPE_CHECKING:
 
 def _as_aten(v: "IRVisitor", node: fx.Node, target: Any, extra_args: tuple[Any, ...]) -> Any:
     """Lower ``node`` as the ATen op ``target`` on the same tensor input."""
-    with node.graph.inserting_after(node):
-        twin = node.graph.call_function(target, (node.args[0], *extra_args))
-    twin.meta = dict(node.meta)
-    try:
+    with twin_node(v, node, target, (node.args[0], *extra_args), {}) as twin:
         return import_and_inline(v, twin, [v.value(node.args[0])], report_as=node)
-    finally:
-        node.graph.erase_node(twin)
 
 
 @register_lowering(_gelu_tanh_approx._gelu_erf)
