@@ -2,8 +2,12 @@
 
 * Per-node torch-mlir import cost (cold one by one, cold batched, cache hit), in a
   process of its own because it clears the import cache.
-* Emission time of every example in one process (shared caches), and the first
-  emission in a fresh process (after imports, excluding ``bind``).
+* First emission of every example in a fresh process: a process that has imported
+  everything forks one child per example, which binds (not timed) and emits (timed).
+* Emission of all examples one after another in one process (shared caches) against
+  emitting each with every cache cleared first; the import cache's hit rate.
+* Memory: a process emitting every example 20 times; its peak must not grow after the
+  first round.
 * CPU execution time of compiled kernels against torch eager on the examples' ragged
   inputs.
 """
@@ -41,15 +45,87 @@ def import_costs() -> list[dict]:
     return _subprocess_json(code)  # type: ignore[return-value]
 
 
-def first_emission(example: str) -> float:
+def first_emissions() -> dict[str, float]:
+    """Seconds of the first ``generate_mlir`` call per example, each in a fresh process.
+
+    Importing torch, Helion and torch-mlir takes seconds, so one process imports them and
+    forks a child per example: the child starts with nothing emitted and no MLIR context,
+    as a new process would after its imports.
+    """
+    import gc
+
+    import helion_mlir
+    from examples_util import example_names, load_example_by_name
+
+    modules = {name: load_example_by_name(name) for name in example_names()}
+    # Each child starts right after a full collection, so that a collection pause (see
+    # the note in docs/benchmarks.md) does not fall into one example's timed call by chance.
+    gc.collect()
+    timings = {}
+    for name, module in modules.items():
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: bind (not timed), emit (timed), report, exit
+            os.close(read)
+            bound = module.KERNEL.bind(module.make_args("ragged"))
+            started = time.perf_counter()
+            helion_mlir.generate_mlir(bound)
+            os.write(write, json.dumps(time.perf_counter() - started).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            reported = pipe.read()
+        _, status = os.waitpid(child, 0)
+        if status != 0 or not reported:
+            raise RuntimeError(f"the first emission of {name} failed in its child process")
+        timings[name] = float(reported)
+    return timings
+
+
+def shared_against_cleared_caches() -> dict:
+    """All examples emitted one after another with shared caches, then each with the import
+    cache cleared first (the cost without sharing); also the import cache's hit rate."""
+    import helion_mlir
+    from examples_util import example_names, load_example_by_name
+    from helion_mlir.torch_import import clear_import_cache, import_stats
+
+    modules = [load_example_by_name(n) for n in example_names()]
+    bound = [m.KERNEL.bind(m.make_args("ragged")) for m in modules]
+    for kernel in bound:  # warm-up, so that neither pass pays for first-time costs the other does not
+        helion_mlir.generate_mlir(kernel)
+    clear_import_cache()
+    started = time.perf_counter()
+    for kernel in bound:
+        helion_mlir.generate_mlir(kernel)
+    shared = time.perf_counter() - started
+    stats = import_stats()
+    cleared = 0.0
+    for kernel in bound:
+        clear_import_cache()
+        started = time.perf_counter()
+        helion_mlir.generate_mlir(kernel)
+        cleared += time.perf_counter() - started
+    return dict(kernels=len(bound), shared_s=shared, cleared_s=cleared, hits=stats.hits, misses=stats.misses,
+                lowering_runs=stats.lowering_runs)
+
+
+def memory_over_rounds(rounds: int = 20, collect: bool = False) -> list[float]:
+    """Peak resident memory (MiB) after each round of emitting every example, in a
+    process of its own; with ``collect``, a full garbage collection ends each round."""
     code = (
-        "import json, sys, time; sys.path.insert(0, 'tests')\n"
+        "import json, resource, sys; sys.path.insert(0, 'tests')\n"
         "import helion_mlir\n"
-        "from examples_util import load_example_by_name\n"
-        f"m = load_example_by_name('{example}'); b = m.KERNEL.bind(m.make_args('ragged'))\n"
-        "t = time.perf_counter(); helion_mlir.generate_mlir(b); print(json.dumps(time.perf_counter() - t))"
+        "from examples_util import example_names, load_example_by_name\n"
+        "mods = [load_example_by_name(n) for n in example_names()]\n"
+        "bound = [m.KERNEL.bind(m.make_args('ragged')) for m in mods]\n"
+        "peaks = []\n"
+        f"for _ in range({rounds}):\n"
+        "    for b in bound: helion_mlir.generate_mlir(b)\n"
+        + ("    import gc; gc.collect()\n" if collect else "")
+        + "    peaks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)\n"
+        "print(json.dumps(peaks))"
     )
-    return float(_subprocess_json(code))  # type: ignore[arg-type]
+    return _subprocess_json(code)  # type: ignore[return-value]
 
 
 def emission_and_execution() -> tuple[list[dict], float]:
@@ -98,18 +174,43 @@ def _median_call_seconds(fn, args, repeats: int = 20) -> float:
     return statistics.median(samples)
 
 
-def render(imports: list[dict], rows: list[dict], all_seconds: float, first: dict[str, float]) -> str:
+def render(imports: list[dict], rows: list[dict], all_seconds: float, first: dict[str, float], sharing: dict,
+           memory: dict[str, list[float]]) -> str:
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    worst_hit = max(r["cache_hit_ms_per_node"] for r in imports)
+    best_batched = min(r["cold_batched_best_ms_per_node"] for r in imports)
+    attention = first["attention"] * 1e3
+    firsts = sorted(first.values())
+    ratio = sharing["cleared_s"] / sharing["shared_s"]
+    hit_rate = sharing["hits"] / (sharing["hits"] + sharing["misses"])
+    plain, collected = memory["plain"], memory["collected"]
+    growth = plain[-1] - plain[0]
+    collected_growth = collected[-1] - collected[0]
     lines = [
         "# Benchmarks",
         "",
         f"Measured by `scripts/bench` on {machine} (torch 2.13.0 CPU, torch-mlir 20261001, helion 1.5.1),",
-        f"{time.strftime('%Y-%m-%d')}. Medians; the machine is shared, so read ratios rather than absolutes.",
+        f"{time.strftime('%Y-%m-%d')}. Medians unless said otherwise; the machine is shared, so read ratios",
+        "rather than absolutes.",
+        "",
+        "## Summary against the targets",
+        "",
+        "| target | measured | |",
+        "|---|---|---|",
+        f"| first emission of a flash-attention kernel (16 ATen nodes) in a fresh process <= 100 ms "
+        f"| {attention:.0f} ms | {'met' if attention <= 100 else 'missed'} |",
+        f"| all examples with shared caches >= 5x faster than each with the import cache cleared "
+        f"| {ratio:.1f}x | {'met' if ratio >= 5 else 'missed'} |",
+        f"| cold batched import <= 1 ms per node | {best_batched:.2f} ms | {'met' if best_batched <= 1 else 'missed'} |",
+        f"| cache hit <= 0.05 ms per node | {worst_hit:.3f} ms | {'met' if worst_hit <= 0.05 else 'missed'} |",
+        f"| peak memory over 20 rounds of every example does not grow after the first (tolerance 1 MiB) "
+        f"| +{growth:.1f} MiB (+{collected_growth:.1f} MiB with a collection per round) "
+        f"| {'met' if growth <= 1.0 else 'missed'} |",
         "",
         "## Per-node import cost (torch-mlir import + pipelines)",
         "",
         "Realistic ATen nodes from four kernels (`helion_mlir.benchmarks`), import cache cleared before",
-        "each cold round. Targets: at most 1 ms per node batched cold, at most 0.05 ms per cache hit.",
+        "each cold round.",
         "",
         "| output type | sizes | nodes | distinct | cold, one by one (ms/node) | cold, batched (ms/node) | cache hit (ms/node) |",
         "|---|---|---|---|---|---|---|",
@@ -120,37 +221,57 @@ def render(imports: list[dict], rows: list[dict], all_seconds: float, first: dic
             f"{r['cold_single_ms_per_node']:.2f} | {r['cold_batched_ms_per_node']:.2f} (best {r['cold_batched_best_ms_per_node']:.2f}) | "
             f"{r['cache_hit_ms_per_node']:.3f} |"
         )
-    worst_hit = max(r["cache_hit_ms_per_node"] for r in imports)
-    best_batched = min(r["cold_batched_best_ms_per_node"] for r in imports)
     lines += [
         "",
-        f"Cache hits: worst {worst_hit:.3f} ms per node ({'meets' if worst_hit <= 0.05 else 'misses'} the 0.05 ms target).",
-        f"Cold batched: best {best_batched:.2f} ms per node ({'meets' if best_batched <= 1.0 else 'misses'} the 1 ms target);",
-        "torch-mlir's backend pipelines cost about that much per distinct function here, and",
-        "`generate_mlir` still imports nodes one at a time (batching a kernel's nodes up front is",
-        "the next step).",
+        "A batch costs about 1.2 ms per distinct function in torch-mlir's pipelines alone (the",
+        "backend-contract pipeline, then the backend's), plus building, importing and printing each",
+        "node's graph; that is why the cold batched cost stays above 1 ms per node. `generate_mlir`",
+        "queues every ATen node of a kernel and lowers them all with one pipeline run.",
         "",
         "## Emission (`generate_mlir`, linalg-on-tensors)",
         "",
-        f"All {len(rows)} examples one after another in one process: {all_seconds:.1f} s including",
-        "compilation and runs (per-kernel emission times in the table below, shared caches).",
-        "First emission in a fresh process (after imports, excluding `bind`): "
-        + ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in first.items()) + ".",
+        f"First emission in a fresh process (after imports, excluding `bind`), over the {len(first)} examples:",
+        f"median {statistics.median(firsts) * 1e3:.0f} ms, slowest {firsts[-1] * 1e3:.0f} ms "
+        f"({max(first, key=first.get)}); per kernel in the table below.",
+        "",
+        f"All {sharing['kernels']} examples one after another in one process, shared caches: "
+        f"{sharing['shared_s']:.2f} s; each with the import cache cleared first: {sharing['cleared_s']:.2f} s "
+        f"({ratio:.1f}x).",
+        f"Import cache across the examples: {sharing['hits']} hits, {sharing['misses']} misses "
+        f"(hit rate {hit_rate:.0%}), {sharing['lowering_runs']} pipeline runs.",
+        "Sharing pays little because a kernel's cold emission is already cheap: its ATen nodes",
+        "take one pipeline run together, and what remains (visiting the graphs, inlining,",
+        "verifying the module) is paid with or without the cache.",
+        "",
+        "Garbage collection: with torch, Helion and torch-mlir loaded a process holds about half a",
+        "million objects, and a full collection of them takes about 0.3 s here; it falls into",
+        "whichever call happens to allocate at the time. Calling `gc.freeze()` after the imports",
+        "takes those objects out of collection and removes the pause.",
+        "",
+        "## Memory",
+        "",
+        f"Peak resident memory of one process emitting every example 20 times: {plain[0]:.1f} MiB after",
+        f"the first round, {plain[-1]:.1f} MiB after the last (rounds 2-20 add {growth:.1f} MiB). With a full",
+        f"garbage collection at the end of each round: {collected[0]:.1f} MiB, then {collected[-1]:.1f} MiB",
+        f"(+{collected_growth:.1f} MiB). Caches are bounded by what they key on (distinct node signatures,",
+        "kernels and configs), and an emission leaves no long-lived cyclic garbage (stand-in nodes live",
+        "in short-lived scratch graphs that young-generation collections free).",
         "",
         "## CPU execution against torch eager",
         "",
         "Compiled with `compile_kernel` (linalg-on-tensors, LLVM JIT at O2); the examples' ragged inputs;",
-        "time per call including the kernel's host code. `ratio` = MLIR time / eager time.",
+        "time per call including the kernel's host code. `ratio` = MLIR time / eager time. `first emit`",
+        "is the fresh-process emission above; `emit` the emission in the shared process.",
         "",
-        "| kernel | inputs | nodes | emit (ms) | compile (ms) | MLIR (ms) | eager (ms) | ratio |",
-        "|---|---|---|---|---|---|---|---|",
+        "| kernel | inputs | nodes | first emit (ms) | emit (ms) | compile (ms) | MLIR (ms) | eager (ms) | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['name']} | {r['shapes']} | {r['nodes']} | {r['emit_ms']:.0f} | {r['compile_ms']:.0f} | "
-            f"{r['mlir_ms']:.3f} | {r['eager_ms']:.3f} | {r['mlir_ms'] / r['eager_ms']:.1f} |"
+            f"| {r['name']} | {r['shapes']} | {r['nodes']} | {first[r['name']] * 1e3:.0f} | {r['emit_ms']:.0f} | "
+            f"{r['compile_ms']:.0f} | {r['mlir_ms']:.3f} | {r['eager_ms']:.3f} | {r['mlir_ms'] / r['eager_ms']:.1f} |"
         )
-    lines.append("")
+    lines += ["", f"Emitting, compiling and running all {len(rows)} examples in one process took {all_seconds:.1f} s.", ""]
     return "\n".join(lines)
 
 
@@ -160,11 +281,15 @@ def main() -> None:
     options = parser.parse_args()
     print("measuring import costs...", file=sys.stderr)
     imports = import_costs()
-    print("measuring first emissions...", file=sys.stderr)
-    first = {name: first_emission(name) for name in ("attention", "softmax_one_pass")}
+    print("measuring memory over 20 rounds...", file=sys.stderr)
+    memory = {"plain": memory_over_rounds(), "collected": memory_over_rounds(collect=True)}
+    print("measuring first emissions (one fresh process per example)...", file=sys.stderr)
+    first = first_emissions()
+    print("measuring shared against cleared caches...", file=sys.stderr)
+    sharing = shared_against_cleared_caches()
     print("measuring emission and execution of every example...", file=sys.stderr)
     rows, all_seconds = emission_and_execution()
-    options.output.write_text(render(imports, rows, all_seconds, first))
+    options.output.write_text(render(imports, rows, all_seconds, first, sharing, memory))
     print(f"wrote {options.output}", file=sys.stderr)
 
 

@@ -12,6 +12,7 @@ import torch
 from examples_util import example_names, load_example_by_name, register_cpu_matmul_dtype_overloads
 from helion_mlir import KernelCase, OutputType, check_kernels, generate_mlir
 from helion_mlir.compiled_kernel import compile_kernel
+from helion_mlir.kernel_model import KernelModel
 from helion_mlir.torch_import import clear_import_cache, import_stats
 
 OUTPUT_TYPES = [t.value for t in OutputType]
@@ -118,3 +119,13 @@ def test_emission_lowers_all_aten_nodes_of_a_kernel_in_one_pipeline_run(output_t
     generate_mlir(bound, output_type=output_type)
     assert import_stats().lowering_runs == 1  # a second emission is served by the cache
     assert generate_mlir(bound, output_type=output_type) == text
+
+
+def test_emissions_of_one_kernel_and_config_share_helions_codegen_graphs() -> None:
+    mod = load_example_by_name("softmax_one_pass")
+    bound = mod.KERNEL.bind(mod.make_args("ragged"))
+    first, second = KernelModel(bound), KernelModel(bound)
+    assert first.graphs is second.graphs  # built once, only read by the lowering
+    rolled = KernelModel(bound, helion.Config(block_sizes=[8], reduction_loops=[32]))
+    assert rolled.graphs is not first.graphs and rolled.rolled_blocks and not first.rolled_blocks
+    assert generate_mlir(bound) == generate_mlir(bound)

@@ -20,6 +20,8 @@ from helion_mlir.op_catalog import CATALOG, CENSUS_TARGETS, CaseSizes, iter_case
 from helion_mlir.output_type import OutputType
 from helion_mlir.torch_import import (
     ImportBatch,
+    ResultSpec,
+    TensorSpec,
     TorchMLIRLoweringError,
     TorchMLIRNodeImporter,
     clear_import_cache,
@@ -572,3 +574,44 @@ def test_0d_tensor_stands_for_a_wrapped_number_exactly(dtype, scalar) -> None:
         expected, got = op(values, scalar), op(values, stand_in)
         assert got.dtype == expected.dtype
         assert torch.equal(got, expected)
+
+
+# --- TensorSpec inputs and result shapes ------------------------------------------------------------------
+
+
+def test_tensor_specs_import_like_tensors_of_their_shape() -> None:
+    node = _case_node("aten.add.Tensor", torch.float32)
+    static = [TensorSpec((16, 32), torch.float32)] * 2
+    metas = [torch.empty((16, 32), dtype=torch.float32, device="meta")] * 2
+    assert import_aten_node_to_mlir(node, input_tensors=static) == import_aten_node_to_mlir(node, input_tensors=metas)
+    dynamic = import_aten_node_to_mlir(node, input_tensors=[TensorSpec((None, 32), torch.float32)] * 2)
+    assert "tensor<?x32xf32>" in dynamic and "tensor<16x32xf32>" not in dynamic
+
+
+def test_each_dynamic_size_of_a_spec_is_its_own_symbol() -> None:
+    node = _case_node("aten.add.Tensor", torch.float32)
+    clear_import_cache()
+    import_aten_node_to_mlir(node, input_tensors=[TensorSpec((None, 32), torch.float32)] * 2)
+    import_aten_node_to_mlir(node, input_tensors=[TensorSpec((None, 32), torch.float32)] * 2)
+    assert (import_stats().hits, import_stats().misses) == (1, 1)
+    # Two independent dynamic sizes differ from one size used twice.
+    shared = CaseSizes(symbolic=True)
+    import_aten_node_to_mlir(_case_node("aten.add.Tensor", torch.float32, True, shared))
+    assert import_stats().misses == 2
+
+
+def test_import_batch_knows_result_shapes_before_lowering(row_max_nodes) -> None:
+    clear_import_cache()
+    node = _case_node("aten.amax.default", torch.float32)
+    batch = ImportBatch(TorchMLIRNodeImporter())
+    inputs = [TensorSpec((8, None), torch.float32)]
+    first = batch.add(node, inputs)
+    expected = batch.results(first)
+    assert import_stats().lowering_runs == 0
+    assert isinstance(expected, ResultSpec) and expected.dtype == torch.float32
+    batch.run()
+    again = ImportBatch(TorchMLIRNodeImporter())
+    assert again.results(again.add(node, inputs)) == expected  # served by the cache
+    max_dim = row_max_nodes["0:max_1"]
+    parts = again.results(again.add(max_dim, [TensorSpec((8, 4), torch.float32), TensorSpec((8,), torch.float32)]))
+    assert parts == (ResultSpec((8,), torch.float32), ResultSpec((8,), torch.int64))

@@ -88,7 +88,6 @@ class IRVisitor:
         self.ops = Emitter(builder)
         self.importer = importer
         self.deferred = DeferredInliner(importer, self.ops)
-        self.scratch_graph = fx.Graph()  # stand-in nodes, so the kernel's graphs stay as Helion left them
         self.values: dict[fx.Node, Any] = {}
         self.state: dict[str, Tensor] = {}
         self.tiles: dict[int, Tile] = {}

@@ -52,12 +52,12 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
         return _checked(v, node, import_and_inline(v, node, _input_values(v, node)))
     # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
     # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
-    scratch = v.scratch_graph
+    scratch = fx.Graph()  # short-lived: its nodes die young, as garbage a cheap collection frees
     stand_ins = {slot: scratch.call_function(torch.ops.aten.scalar_tensor.default, (0,)) for slot in numbers}
     args = tuple(stand_ins.get(("arg", i), a) for i, a in enumerate(args))
     kwargs = {k: stand_ins.get(("kwarg", k), a) for k, a in kwargs.items()}
     try:
-        with twin_node(v, node, target, args, kwargs) as twin:
+        with twin_node(node, target, args, kwargs, scratch) as twin:
             values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
             return _checked(v, node, import_and_inline(v, twin, values, report_as=node))
     except UnsupportedNodeError as err:  # report it for the node the user's graph has
@@ -68,18 +68,21 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
 
 
 @contextlib.contextmanager
-def twin_node(v: "IRVisitor", node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[fx.Node]:
+def twin_node(
+    node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], scratch: fx.Graph | None = None
+) -> Iterator[fx.Node]:
     """A stand-in for ``node`` computing ``target(*args, **kwargs)``, with ``node``'s metadata.
 
-    It lives in the visitor's scratch graph, so the kernel's graphs keep no trace of it
-    (not even its name), and it is erased on leaving the ``with`` block.
+    It lives in a scratch graph (a new one unless given), so the kernel's graphs keep no
+    trace of it, not even its name; it is erased on leaving the ``with`` block.
     """
-    twin = v.scratch_graph.call_function(target, args, kwargs)
+    graph = scratch if scratch is not None else fx.Graph()
+    twin = graph.call_function(target, args, kwargs)
     twin.meta = {k: val for k, val in node.meta.items() if k != "lowering"}
     try:
         yield twin
     finally:
-        v.scratch_graph.erase_node(twin)
+        graph.erase_node(twin)
 
 
 def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

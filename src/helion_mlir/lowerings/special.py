@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def _as_aten(v: "IRVisitor", node: fx.Node, target: Any, extra_args: tuple[Any, ...]) -> Any:
     """Lower ``node`` as the ATen op ``target`` on the same tensor input."""
-    with twin_node(v, node, target, (node.args[0], *extra_args), {}) as twin:
+    with twin_node(node, target, (node.args[0], *extra_args), {}) as twin:
         return import_and_inline(v, twin, [v.value(node.args[0])], report_as=node)
 
 
