@@ -120,6 +120,10 @@ def test_ops_prints_rule_targets_and_the_support_table(capsys) -> None:
     assert main(["ops"]) == 0
     out = capsys.readouterr().out
     assert "memory_ops: load, store" in out
+    supported, _, refused = out.partition("Node targets refused on purpose")
+    assert "device_print" not in supported.split("ATen/prims ops per output type")[0]
+    assert "device_print.device_print: device_print has no MLIR lowering" in refused
+    assert "inline_asm_ops.inline_asm_elementwise: inline assembly" in refused
     assert "ATen/prims ops: via torch-mlir" in out
     header = next(line for line in out.splitlines() if line.startswith("target "))
     assert header.split() == ["target", *(t.value for t in OutputType)]

@@ -43,7 +43,7 @@ from .kernel_loading import (
     select_kernel,
 )
 from .reference import reference_kernel, register_cpu_matmul_dtype_overloads
-from .lowering_registry import registered_targets
+from .lowering_registry import registered_targets, rejected_targets
 from .op_catalog import CATALOG
 from .op_support import DOC_PATH, measure_op_support, table_cells
 from .output_type import OutputType
@@ -701,6 +701,9 @@ def _ops(options: argparse.Namespace) -> int:
     for module, names in groups.items():
         print(f"  {module}: {', '.join(names)}")
     print("  ATen/prims ops: via torch-mlir (support per output type below)")
+    print("Node targets refused on purpose (UnsupportedNodeError):")
+    for target, reason in rejected_targets().items():
+        print(f"  {target}: {reason}")
     columns, rows, notes, source = _op_table(options.measure)
     print(f"\nATen/prims ops per output type ({source}):")
     print(_table(["target", *columns], [[name, *(c.replace("<br>", "; ") for c in cells)] for name, cells in rows]))

@@ -9,7 +9,6 @@ device code writes, so in-place arguments change exactly as with Helion.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
@@ -20,14 +19,16 @@ from .execute import CompiledFunction, compile_module
 from .generate import bind_kernel, generate_mlir
 from .host_code import HostCode
 from .kernel_model import KernelModel, resolve_config
+from .lru_cache import LRUCache
 from .output_type import OutputType
 
 __all__ = ["CompiledKernel", "compile_kernel"]
 
 log = logging.getLogger(__name__)
 
-_CACHE: dict[tuple[Any, ...], "CompiledKernel"] = {}
-_CACHE_LOCK = threading.Lock()
+# Each entry holds its bound kernel and JIT-compiled code; the least recently used go first.
+COMPILED_KERNEL_CACHE_CAPACITY = 256
+_CACHE: "LRUCache[CompiledKernel]" = LRUCache(COMPILED_KERNEL_CACHE_CAPACITY)
 
 
 class CompiledKernel:
@@ -115,17 +116,16 @@ def compile_kernel(
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
 
-    Compiled kernels are cached per kernel, config, argument signature and output type.
+    Compiled kernels are cached per kernel, config, argument signature and output type
+    (the most recently used :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     cfg = resolve_config(bound, config)
     key = (id(bound.kernel), repr(cfg), _signature_key(tuple(bound.fake_args)), kind)
-    with _CACHE_LOCK:
-        cached = _CACHE.get(key)
-        if cached is not None and cached.bound.kernel is bound.kernel:
-            return cached
+    cached = _CACHE.get(key)
+    if cached is not None and cached.bound.kernel is bound.kernel:  # an id may be reused
+        return cached
     compiled = CompiledKernel(bound, output_type=kind, config=cfg)
-    with _CACHE_LOCK:
-        _CACHE[key] = compiled
+    _CACHE.put(key, compiled)
     return compiled

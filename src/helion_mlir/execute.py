@@ -46,6 +46,7 @@ from torch_mlir.execution_engine import ExecutionEngine
 from torch_mlir.passmanager import PassManager
 
 from .errors import ArgumentError, ExecutionError
+from .lru_cache import LRUCache
 from .mlir_context import format_diagnostic, mlir_session
 from .output_type import TORCH_BACKEND_PIPELINE, OutputType
 from .verify import parse_module
@@ -428,7 +429,9 @@ def _copy_out(descriptor: ctypes.Structure, param: TensorParam) -> torch.Tensor:
     return source.clone(memory_format=torch.contiguous_format)
 
 
-_CACHE: dict[tuple[str, str, OutputType], CompiledFunction] = {}
+# Each entry holds an ExecutionEngine with its machine code; the least recently used go first.
+COMPILED_FUNCTION_CACHE_CAPACITY = 256
+_CACHE: "LRUCache[CompiledFunction]" = LRUCache(COMPILED_FUNCTION_CACHE_CAPACITY)
 _PASS_MANAGERS: dict[str, PassManager] = {}
 
 
@@ -441,9 +444,10 @@ def compile_module(
     """Lower ``@func_name`` of ``module_text`` to LLVM and JIT-compile it for this CPU.
 
     ``output_type`` says which dialects the module is written in, and so which
-    conversions run first (see the module docstring). Compiled functions are cached for
-    the life of the process on the module text, function name and output type, so a
-    kernel that is checked many times is compiled once.
+    conversions run first (see the module docstring). Compiled functions are cached on
+    the module text, function name and output type (the most recently used
+    :data:`COMPILED_FUNCTION_CACHE_CAPACITY`), so a kernel that is checked many times is
+    compiled once.
 
     Raises :class:`~helion_mlir.errors.MLIRVerificationError` when the text does not
     parse, and :class:`~helion_mlir.errors.ExecutionError` when a pass fails (naming the
@@ -510,7 +514,7 @@ def compile_module(
             lower_seconds=lowered - started,
             jit_seconds=jitted - lowered,
         )
-        _CACHE[key] = compiled
+        _CACHE.put(key, compiled)
         return compiled
 
 

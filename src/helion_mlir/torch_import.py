@@ -61,6 +61,7 @@ from torch_mlir.extras.fx_importer import SYMBOLIC_OP_TO_TORCH_OP, FxImporter
 from torch_mlir.passmanager import PassManager
 
 from .errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError, describe_target
+from .lru_cache import LRUCache
 from .mlir_context import mlir_session
 from .normalize import (
     SCALAR_TYPES,
@@ -155,9 +156,9 @@ class _Imported:
 class _ImportCache:
     """Imports (or failures) by signature; shared by all importers, thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[tuple, _Imported | _Failure] = {}
+        self._entries: LRUCache[_Imported | _Failure] = LRUCache(capacity)
         self.hits = 0
         self.misses = 0
         self.lowering_runs = 0
@@ -176,8 +177,7 @@ class _ImportCache:
             self.hits += 1
 
     def store(self, key: tuple, result: _Imported | _Failure) -> None:
-        with self._lock:
-            self._entries[key] = result
+        self._entries.put(key, result)
 
     def count_lowering_run(self) -> None:
         with self._lock:
@@ -193,7 +193,10 @@ class _ImportCache:
             self.hits = self.misses = self.lowering_runs = 0
 
 
-_CACHE = _ImportCache()
+# Distinct node signatures: a few hundred across all the examples; each entry is about a
+# kilobyte of text.
+IMPORT_CACHE_CAPACITY = 16384
+_CACHE = _ImportCache(IMPORT_CACHE_CAPACITY)
 
 
 def import_stats() -> ImportStats:

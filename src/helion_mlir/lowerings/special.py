@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import fx
 from helion.language import device_print
 from helion.language import _gelu_tanh_approx, _tracing_ops, inline_asm_ops, inline_triton_ops
 
-from ..errors import UnsupportedNodeError
-from ..lowering_registry import register_lowering
+from ..lowering_registry import register_lowering, register_rejection
 from .aten import import_and_inline, twin_node
 
 if TYPE_CHECKING:
@@ -40,20 +39,16 @@ def lower_inductor_lowering_extra(v: "IRVisitor", node: fx.Node) -> Any:
     return v.value(args[0] if isinstance(args, (list, tuple)) else args)
 
 
-def _reject(reason: str, hint: str) -> Any:
-    def rule(v: "IRVisitor", node: fx.Node) -> NoReturn:
-        raise UnsupportedNodeError(node, reason, hint=hint)
-
-    return rule
-
-
-register_lowering(inline_asm_ops.inline_asm_elementwise)(
-    _reject("inline assembly is specific to a GPU back end and has no MLIR equivalent",
-            "express the operation with torch ops inside the kernel")
+register_rejection(
+    inline_asm_ops.inline_asm_elementwise,
+    "inline assembly is specific to a GPU back end and has no MLIR equivalent",
+    "express the operation with torch ops inside the kernel",
 )
-register_lowering(inline_triton_ops.inline_triton)(
-    _reject("inline Triton source cannot be lowered to MLIR", "express the operation with torch ops inside the kernel")
+register_rejection(
+    inline_triton_ops.inline_triton,
+    "inline Triton source cannot be lowered to MLIR",
+    "express the operation with torch ops inside the kernel",
 )
-register_lowering(device_print)(
-    _reject("device_print has no MLIR lowering", "remove the device_print call, or use Helion's ref mode to debug")
+register_rejection(
+    device_print, "device_print has no MLIR lowering", "remove the device_print call, or use Helion's ref mode to debug"
 )
