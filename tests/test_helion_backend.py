@@ -228,7 +228,7 @@ def test_environment_variable_selects_the_backend(tmp_path: Path) -> None:
     assert report == {"settings": "mlir", "backend": "MLIRBackend", "exact": True}
 
 
-def test_dump_writes_each_module_named_after_kernel_and_config(
+def test_dump_writes_each_module_named_after_kernel_config_and_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compilations: Compilations
 ) -> None:
     dump_dir = tmp_path / "dumps" / "nested"
@@ -236,16 +236,25 @@ def test_dump_writes_each_module_named_after_kernel_and_config(
     monkeypatch.setenv(helion_backend.OUTPUT_TYPE_ENV, "tosa")
     example = load_example_by_name("add")
     args = example.make_args("ragged")
+    other_args = example.make_args("divisible")
     configs = [example.KERNEL.configs[0], helion.Config(block_sizes=[8, 8])]
     for config in configs:
         kernel = helion.kernel(example.KERNEL.fn, config=config, backend="mlir")
         torch.testing.assert_close(kernel(*args), example.reference(*args), **example.TOLERANCE)
-    expected = {f"add_{hashlib.sha256(repr(c).encode()).hexdigest()[:8]}_tosa.mlir" for c in configs}
-    assert {p.name for p in dump_dir.iterdir()} == expected
+    kernel = helion.kernel(example.KERNEL.fn, config=configs[0], backend="mlir")
+    torch.testing.assert_close(kernel(*other_args), example.reference(*other_args), **example.TOLERANCE)
+    signatures = {", ".join(f"float32[{', '.join(map(str, a.shape))}]" for a in a_args) for a_args in (args, other_args)}
+    assert {c.signature for c in compilations.requested} == signatures
+    expected = {
+        f"add_{hashlib.sha256(f'{c.config!r}|{c.signature}'.encode()).hexdigest()[:8]}_tosa.mlir"
+        for c in compilations.requested
+    }
+    assert len(expected) == 3 and {p.name for p in dump_dir.iterdir()} == expected
     for compiled in compilations.requested:
         text = helion_backend.dump_path(dump_dir, compiled).read_text()
         helion_mlir.verify_module_text(text)
         assert "tosa." in text and compiled.mlir in text
+        assert f"// arguments: {compiled.signature}\n" in text
 
 
 def test_unknown_output_type_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,6 +54,15 @@ class CompiledKernel:
     def name(self) -> str:
         return self.model.name
 
+    @property
+    def signature(self) -> str:
+        """The arguments it was compiled for, e.g. ``float32[37, 100], float``."""
+        return ", ".join(
+            f"{str(a.dtype).removeprefix('torch.')}[{', '.join(map(str, a.shape))}]"
+            if isinstance(a, torch.Tensor) else type(a).__name__
+            for a in self._fake_args
+        )
+
     def __call__(self, *args: Any) -> Any:
         self.check_arguments(args)
         by_param = dict(zip(self._params, args))

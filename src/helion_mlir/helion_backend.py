@@ -33,7 +33,7 @@ Environment variables, read at each compilation:
 * ``HELION_MLIR_OUTPUT_TYPE``: dialects to lower ATen ops to (``linalg-on-tensors``,
   the default, ``tosa``, ``stablehlo`` or ``raw``);
 * ``HELION_MLIR_DUMP=<dir>``: write each compiled module to
-  ``<dir>/<kernel>_<config hash>_<output type>.mlir``.
+  ``<dir>/<kernel>_<hash of config and argument shapes>_<output type>.mlir``.
 """
 
 from __future__ import annotations
@@ -121,9 +121,10 @@ def output_type_from_env() -> OutputType:
 
 
 def dump_path(directory: str | os.PathLike[str], compiled: CompiledKernel) -> Path:
-    """``<directory>/<kernel>_<config hash>_<output type>.mlir`` for a compiled kernel."""
-    config_hash = hashlib.sha256(repr(compiled.config).encode()).hexdigest()[:8]
-    return Path(directory) / f"{compiled.name}_{config_hash}_{compiled.output_type.value}.mlir"
+    """``<directory>/<kernel>_<hash>_<output type>.mlir`` for a compiled kernel; the hash is
+    of its config and argument signature, so other shapes do not overwrite the file."""
+    digest = hashlib.sha256(f"{compiled.config!r}|{compiled.signature}".encode()).hexdigest()[:8]
+    return Path(directory) / f"{compiled.name}_{digest}_{compiled.output_type.value}.mlir"
 
 
 def _dump(compiled: CompiledKernel) -> None:
@@ -132,7 +133,10 @@ def _dump(compiled: CompiledKernel) -> None:
         return
     path = dump_path(directory, compiled)
     path.parent.mkdir(parents=True, exist_ok=True)
-    header = f"// kernel {compiled.name}, output type {compiled.output_type.value}\n// {compiled.config!r}\n"
+    header = (
+        f"// kernel {compiled.name}, output type {compiled.output_type.value}\n"
+        f"// {compiled.config!r}\n// arguments: {compiled.signature}\n"
+    )
     path.write_text(header + compiled.mlir)
     log.info("wrote the module of kernel %s to %s", compiled.name, path)
 
