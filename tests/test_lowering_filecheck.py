@@ -260,14 +260,15 @@ def test_atomic_add_at_tile_index_adds_the_valid_region_into_the_destination_sli
 
 
 def test_atomic_add_at_tensor_index_updates_element_by_element_over_valid_lanes() -> None:
-    # histogram: hl.atomic_add(counts, [bins], 1) with data-dependent bins on a ragged tile.
+    # histogram: hl.atomic_add(counts, [bins], 1) with data-dependent bins on a ragged tile;
+    # nothing reads the old values, so the lane loop carries only the destination.
     filecheck(emit("histogram", "ragged"), """
         // CHECK-LABEL: func.func @histogram(%x: tensor<1000xf32>, %lo: f64, %hi: f64, %num_bins: i64, %counts: tensor<?xi32>) -> (tensor<?xi32>)
         // CHECK:       scf.for %{{$V}} = {{.*}} iter_args(%[[DST:$V]] = %counts) -> (tensor<?xi32>)
         // CHECK:         %[[EXTENT:$V]] = arith.minsi
         // CHECK:         %[[ONE:$V]] = arith.constant 1 : index
         // CHECK:         %[[ONES:$V]] = linalg.fill ins(%{{$V}} : i32) outs(%{{$V}} : tensor<64xi32>)
-        // CHECK:         %[[LANES:$V]]:2 = scf.for %[[LANE:$V]] = %{{$V}} to %[[EXTENT]] step %[[ONE]] iter_args(%[[CUR:$V]] = %[[DST]], %{{$V}} = %{{$V}}) -> (tensor<?xi32>, tensor<64xi32>)
+        // CHECK:         %[[LANES:$V]] = scf.for %[[LANE:$V]] = %{{$V}} to %[[EXTENT]] step %[[ONE]] iter_args(%[[CUR:$V]] = %[[DST]]) -> (tensor<?xi32>)
         // CHECK-NEXT:      %[[BIN:$V]] = tensor.extract %{{$V}}[%[[LANE]]] : tensor<64xi64>
         // CHECK-NEXT:      %[[IDX:$V]] = arith.index_cast %[[BIN]] : i64 to index
         // CHECK:           %[[AT:$V]] = arith.minsi
@@ -275,8 +276,8 @@ def test_atomic_add_at_tensor_index_updates_element_by_element_over_valid_lanes(
         // CHECK-NEXT:      %[[OLD:$V]] = tensor.extract %[[CUR]][%[[AT]]] : tensor<?xi32>
         // CHECK-NEXT:      %[[SUM:$V]] = arith.addi %[[OLD]], %[[INC]] : i32
         // CHECK-NEXT:      %[[UPD:$V]] = tensor.insert %[[SUM]] into %[[CUR]][%[[AT]]] : tensor<?xi32>
-        // CHECK:           scf.yield %[[UPD]], %{{$V}} : tensor<?xi32>, tensor<64xi32>
-        // CHECK:         scf.yield %[[LANES]]#0 : tensor<?xi32>
+        // CHECK-NEXT:      scf.yield %[[UPD]] : tensor<?xi32>
+        // CHECK:         scf.yield %[[LANES]] : tensor<?xi32>
     """)
 
 

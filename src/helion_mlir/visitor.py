@@ -97,6 +97,7 @@ class IRVisitor:
         # take precedence over the rule registered for the node's target.
         self.node_rules: dict[fx.Node, LoweringRule] = {}
         self._live_cache: dict[int, set[fx.Node]] = {}
+        self._read_cache: dict[fx.Graph, set[fx.Node]] = {}
 
     # -- walking -----------------------------------------------------------------------------
     def run_graph(self, graph_id: int, inputs: Sequence[Any] = ()) -> list[Any]:
@@ -139,15 +140,24 @@ class IRVisitor:
         graph = self.model.graph(graph_id).graph
         todo = [n for n in graph.nodes if n.op == "output" or _has_side_effects(n)]
         live: set[fx.Node] = set()
+        read: set[fx.Node] = set()
         while todo:
             node = todo.pop()
             if node in live:
                 continue
             live.add(node)
             _target, args, kwargs = original_args(node) or (node.target, node.args, node.kwargs)
-            todo.extend(_nodes_in((args, kwargs)))
+            inputs = _nodes_in((args, kwargs))
+            read.update(inputs)
+            todo.extend(inputs)
         self._live_cache[graph_id] = live
+        self._read_cache[graph] = read
         return live
+
+    def is_read(self, node: fx.Node) -> bool:
+        """Whether a node that matters reads ``node``'s value (a write's result may be unused)."""
+        read = self._read_cache.get(node.graph)
+        return read is None or node in read  # unknown graph: assume it is read
 
     def visit(self, node: fx.Node) -> Any:
         if node in self.values:  # set by the control-flow rule that owns it (e.g. a _phi)

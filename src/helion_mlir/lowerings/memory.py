@@ -476,7 +476,7 @@ def lower_store(v: "IRVisitor", node: fx.Node) -> None:
     value = _value_to_store(v, value_node, dest, accesses)
     if any(a.kind == "tensor" for a in accesses):
         mask = v.tensor(extra_mask) if extra_mask is not None else None
-        v.state[name] = scatter(v, dest, accesses, value, mask, lambda old, new, _t: new)[0]
+        v.state[name] = scatter(v, dest, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0]
         return None
     valid = _valid_region(v, value, accesses)
     if extra_mask is not None:
@@ -492,12 +492,13 @@ Combine = Callable[[str, str, str], str]
 
 
 def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: Tensor, mask: Tensor | None,
-            combine: Combine, extra: Tensor | None = None) -> tuple[Tensor, Tensor]:
+            combine: Combine, extra: Tensor | None = None, *, keep_old: bool = True) -> tuple[Tensor, Tensor | None]:
     """Visit every in-bounds lane of ``value`` in order; write ``combine(old, new, extra)`` at its
-    host coordinates. Returns the new destination and a tile of the old values."""
+    host coordinates. Returns the new destination and, with ``keep_old``, a tile of the old
+    values (without it, no tile is built or carried through the lane loops)."""
     shape = _value_shape(accesses)
     elt = element_type(dest.dtype)
-    olds = v.ops.fill(shape, dest.dtype, 0)
+    carried_in: list[Any] = [dest] + ([v.ops.fill(shape, dest.dtype, 0)] if keep_old else [])
     extents: list[Scalar | int] = []
     for a in accesses:
         if a.kind == "slice":
@@ -517,7 +518,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
         return v.ops.for_loop(0, extents[depth], 1, carried, body, hint="lane")
 
     def element(ivs: list[Scalar], carried: list[Any]) -> list[Any]:
-        cur_dest, cur_olds = carried
+        cur_dest = carried[0]
         lanes = ", ".join(iv.ssa for iv in ivs)
         index_elements: dict[int, str] = {}
         out_dim = 0
@@ -551,12 +552,16 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
             combined = keep
         stored = v.ops.fresh("ins")
         v.ops.op(f"{stored} = tensor.insert {combined} into {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
-        rec = v.ops.fresh("rec")
-        v.ops.op(f"{rec} = tensor.insert {old} into {cur_olds.ssa}[{lanes}] : {cur_olds.type}")
-        return [Tensor(stored, cur_dest.shape, cur_dest.dtype), Tensor(rec, cur_olds.shape, cur_olds.dtype)]
+        updated = [Tensor(stored, cur_dest.shape, cur_dest.dtype)]
+        if keep_old:
+            cur_olds = carried[1]
+            rec = v.ops.fresh("rec")
+            v.ops.op(f"{rec} = tensor.insert {old} into {cur_olds.ssa}[{lanes}] : {cur_olds.type}")
+            updated.append(Tensor(rec, cur_olds.shape, cur_olds.dtype))
+        return updated
 
-    result = nest(0, [], [dest, olds])
-    return result[0], result[1]
+    result = nest(0, [], carried_in)
+    return result[0], (result[1] if keep_old else None)
 
 
 def _atomic_combiner(v: "IRVisitor", kind: str, dtype: torch.dtype) -> Combine:
@@ -589,8 +594,8 @@ def _atomic_combiner(v: "IRVisitor", kind: str, dtype: torch.dtype) -> Combine:
     return combine
 
 
-def _lower_atomic(kind: str) -> Callable[["IRVisitor", fx.Node], Tensor]:
-    def rule(v: "IRVisitor", node: fx.Node) -> Tensor:
+def _lower_atomic(kind: str) -> Callable[["IRVisitor", fx.Node], Tensor | None]:
+    def rule(v: "IRVisitor", node: fx.Node) -> Tensor | None:
         name, dest = _host(v, node.args[0])
         value_arg = node.args[2]
         meta = value_arg.meta.get("val") if isinstance(value_arg, fx.Node) else None
@@ -602,8 +607,9 @@ def _lower_atomic(kind: str) -> Callable[["IRVisitor", fx.Node], Tensor]:
         if kind == "cas":
             extra = _value_to_store(v, node.args[3], dest, accesses)
         combine = _atomic_combiner(v, kind, dest.dtype)
+        wants_old = v.is_read(node)  # the old values are built only for a kernel that reads them
         if any(a.kind == "tensor" for a in accesses):
-            new_dest, olds = scatter(v, dest, accesses, value, None, combine, extra)
+            new_dest, olds = scatter(v, dest, accesses, value, None, combine, extra, keep_old=wants_old)
             v.state[name] = new_dest
             return olds
         old_valid = _extract_valid(v, dest, accesses)
@@ -615,7 +621,7 @@ def _lower_atomic(kind: str) -> Callable[["IRVisitor", fx.Node], Tensor]:
 
         combined = v.ops.elementwise(inputs, old_valid.shape, dest.dtype, body, hint="rmw")
         v.state[name] = _insert_valid(v, dest, combined, accesses)
-        return _pad_to_tile(v, old_valid, accesses)
+        return _pad_to_tile(v, old_valid, accesses) if wants_old else None
 
     rule.__name__ = f"lower_atomic_{kind}"
     rule.__doc__ = f"``atomic_{kind}``: read-modify-write returning the old values."
