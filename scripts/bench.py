@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -45,8 +46,9 @@ def import_costs() -> list[dict]:
     return _subprocess_json(code)  # type: ignore[return-value]
 
 
-def first_emissions() -> dict[str, float]:
-    """Seconds of the first ``generate_mlir`` call per example, each in a fresh process.
+def first_emissions(repeats: int = 3) -> dict[str, float]:
+    """Seconds of the first ``generate_mlir`` call per example, each in a fresh process
+    (the median of ``repeats`` processes).
 
     Importing torch, Helion and torch-mlir takes seconds, so one process imports them and
     forks a child per example: the child starts with nothing emitted and no MLIR context,
@@ -61,25 +63,31 @@ def first_emissions() -> dict[str, float]:
     # Each child starts right after a full collection, so that a collection pause (see
     # the note in docs/benchmarks.md) does not fall into one example's timed call by chance.
     gc.collect()
-    timings = {}
-    for name, module in modules.items():
-        read, write = os.pipe()
-        child = os.fork()
-        if child == 0:  # the child: bind (not timed), emit (timed), report, exit
-            os.close(read)
-            bound = module.KERNEL.bind(module.make_args("ragged"))
-            started = time.perf_counter()
-            helion_mlir.generate_mlir(bound)
-            os.write(write, json.dumps(time.perf_counter() - started).encode())
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            reported = pipe.read()
-        _, status = os.waitpid(child, 0)
-        if status != 0 or not reported:
-            raise RuntimeError(f"the first emission of {name} failed in its child process")
-        timings[name] = float(reported)
-    return timings
+    samples: dict[str, list[float]] = {name: [] for name in modules}
+    for _ in range(repeats):
+        for name, module in modules.items():
+            samples[name].append(_first_emission_in_child(helion_mlir, name, module))
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
+def _first_emission_in_child(helion_mlir: Any, name: str, module: Any) -> float:
+    """Fork; the child binds the example (not timed), emits it (timed) and reports."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        bound = module.KERNEL.bind(module.make_args("ragged"))
+        started = time.perf_counter()
+        helion_mlir.generate_mlir(bound)
+        os.write(write, json.dumps(time.perf_counter() - started).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        reported = pipe.read()
+    _, status = os.waitpid(child, 0)
+    if status != 0 or not reported:
+        raise RuntimeError(f"the first emission of {name} failed in its child process")
+    return float(reported)
 
 
 def shared_against_cleared_caches() -> dict:
@@ -230,9 +238,12 @@ def render(imports: list[dict], rows: list[dict], all_seconds: float, first: dic
         "",
         "## Emission (`generate_mlir`, linalg-on-tensors)",
         "",
-        f"First emission in a fresh process (after imports, excluding `bind`), over the {len(first)} examples:",
+        f"First emission in a fresh process (after imports, excluding `bind`; median of 3 processes), over the {len(first)} examples:",
         f"median {statistics.median(firsts) * 1e3:.0f} ms, slowest {firsts[-1] * 1e3:.0f} ms "
         f"({max(first, key=first.get)}); per kernel in the table below.",
+        "A first call also creates the process's MLIR context, parses the pass pipelines and pays",
+        "torch's first-time costs of fake-tensor dispatch (reductions over the in-bounds lanes of a",
+        "ragged tile have a dynamic size), none of which later calls pay.",
         "",
         f"All {sharing['kernels']} examples one after another in one process, shared caches: "
         f"{sharing['shared_s']:.2f} s; each with the import cache cleared first: {sharing['cleared_s']:.2f} s "
