@@ -23,7 +23,7 @@ from helion.language import atomic_ops, memory_ops
 from ..errors import HelionMLIRError
 from ..ir_values import HostRef, Scalar, Tensor
 from ..lowering_registry import register_lowering
-from ..mlir_types import element_type, tensor_type
+from ..mlir_types import element_type
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
