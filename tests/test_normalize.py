@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import operator
+from pathlib import Path
 
-import helion
-import helion.language as hl
 import pytest
 import torch
 from torch import fx
@@ -13,20 +12,15 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.passes.shape_prop import TensorMetadata
 
+from examples_util import load_example
 from helion_mlir.errors import NodeNormalizationError
-from helion_mlir.normalize import node_inputs, normalize_helion_node, synthesize_tensor_meta, to_fake_tensor
+from helion_mlir.normalize import node_inputs, nodes_in, normalize_helion_node, synthesize_tensor_meta, to_fake_tensor
 
 aten = torch.ops.aten
 
 
-@helion.kernel(config=helion.Config(block_sizes=[8]))
-def row_max_plus_argmax(x: torch.Tensor) -> torch.Tensor:
-    rows, cols = x.size()
-    out = torch.empty([rows], dtype=torch.int64, device=x.device)
-    for tile_r in hl.tile(rows):
-        values, indices = torch.max(x[tile_r, :], dim=1)
-        out[tile_r] = indices + values.to(torch.int64)
-    return out
+KERNEL_FILE = Path(__file__).resolve().parent / "kernels" / "node_kernels.py"
+row_max_plus_argmax = load_example(KERNEL_FILE).row_max_kernel
 
 
 @pytest.fixture()
@@ -38,8 +32,8 @@ def kernel_nodes() -> dict[str, fx.Node]:
 
 
 def _line_of(text: str) -> int:
-    """Line number of the first line of this file containing ``text``."""
-    with open(__file__) as source:
+    """Line number of the first line of the kernels' file containing ``text``."""
+    with open(KERNEL_FILE) as source:
         return next(number for number, line in enumerate(source, start=1) if text in line)
 
 
@@ -185,7 +179,7 @@ def test_missing_value_names_node_target_and_line(kernel_nodes) -> None:
     assert "node 'add'" in message
     assert "aten.add.Tensor" in message
     line = _line_of("out[tile_r] = indices + values")
-    assert f"{__file__}:{line}" in message  # the kernel line that produced the node
+    assert f"{KERNEL_FILE}:{line}" in message  # the kernel line that produced the node
     assert "hint:" in message
 
 
@@ -215,6 +209,15 @@ def test_inputs_in_order_of_first_appearance() -> None:
     a, b, c, d = (graph.placeholder(name) for name in "abcd")
     node = graph.call_function(aten.cat.default, ([c, a, c], b), {"dim": d, "again": [a, (b,)]})
     assert node_inputs(node) == [c, a, b, d]
+
+
+
+def test_nodes_in_keeps_repeats_and_nested_order() -> None:
+    graph = fx.Graph()
+    a, b, c = (graph.placeholder(name) for name in "abc")
+    tree = ([c, a, c], {"k": (b, slice(a, None)), "n": 3}, None)
+    assert nodes_in(tree) == [c, a, c, b, a]
+    assert nodes_in((1, "x", [])) == []
 
 
 def test_inputs_of_helion_nodes(kernel_nodes) -> None:

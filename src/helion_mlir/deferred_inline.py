@@ -52,9 +52,6 @@ class DeferredInliner:
         self._batch = ImportBatch(importer)
         self._jobs: list[_Job] = []
 
-    def __len__(self) -> int:
-        return len(self._jobs)
-
     def queue(
         self, node: fx.Node, import_inputs: Sequence[InputValue], *, report_as: fx.Node | None = None
     ) -> QueuedImport:

@@ -28,6 +28,7 @@ from .errors import NodeNormalizationError
 __all__ = [
     "SCALAR_TYPES",
     "node_inputs",
+    "nodes_in",
     "normalize_helion_node",
     "synthesize_tensor_meta",
     "to_fake_tensor",
@@ -147,6 +148,13 @@ def node_inputs(node: fx.Node) -> list[fx.Node]:
     found: dict[fx.Node, None] = {}
     fx.map_arg((node.args, node.kwargs), lambda inp: found.setdefault(inp, None))
     return list(found)
+
+
+def nodes_in(tree: Any) -> list[fx.Node]:
+    """Every FX node in an argument tree (lists, tuples, dicts), repeats included, in order."""
+    found: list[fx.Node] = []
+    fx.map_arg(tree, found.append)
+    return found
 
 
 def _fail(node: fx.Node, reason: str, hint: str) -> NodeNormalizationError:

@@ -23,11 +23,11 @@ from .builder import MLIRBuilder
 from .deferred_inline import DeferredInliner
 from .emitter import Emitter
 from .errors import HelionMLIRError, UnsupportedNodeError
-from .ir_values import HostRef, Scalar, Tensor, Tile
-from .kernel_model import KernelModel
 from .helion_compat import original_args
-from .kernel_model import WRITING_TARGET_NAMES, target_name
+from .ir_values import HostRef, Scalar, Tensor, Tile
+from .kernel_model import WRITING_TARGET_NAMES, KernelModel, target_name
 from .lowering_registry import LoweringRule, lookup_lowering
+from .normalize import nodes_in
 from .torch_import import TorchMLIRNodeImporter
 
 __all__ = ["IRVisitor"]
@@ -60,12 +60,6 @@ _SIDE_EFFECT_TARGETS = WRITING_TARGET_NAMES | {
 
 def _has_side_effects(node: fx.Node) -> bool:
     return node.op == "call_function" and target_name(node) in _SIDE_EFFECT_TARGETS
-
-
-def _nodes_in(tree: Any) -> list[fx.Node]:
-    found: list[fx.Node] = []
-    fx.node.map_aggregate(tree, lambda a: found.append(a) if isinstance(a, fx.Node) else None)
-    return found
 
 
 # Symbols Helion creates for properties of the active tile (a grid index is its begin).
@@ -147,7 +141,7 @@ class IRVisitor:
                 continue
             live.add(node)
             _target, args, kwargs = original_args(node) or (node.target, node.args, node.kwargs)
-            inputs = _nodes_in((args, kwargs))
+            inputs = nodes_in((args, kwargs))
             read.update(inputs)
             todo.extend(inputs)
         self._live_cache[graph_id] = live

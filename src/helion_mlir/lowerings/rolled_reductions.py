@@ -49,6 +49,7 @@ from ..errors import HelionMLIRError
 from ..helion_compat import ORIGINAL_ARGS_KEY, original_args
 from ..ir_values import Scalar, Tensor, Tile
 from ..mlir_types import element_type
+from ..normalize import nodes_in
 from .control_flow import emit_tile_loops, getitems, placeholder_for_outer, register_loop_body
 
 if TYPE_CHECKING:
@@ -93,13 +94,7 @@ def _needs_inductor_tail(node: fx.Node) -> bool:
     restored = original_args(node)
     if recorded is None or restored is None:
         return True
-    return len(_nodes_in(restored[1])) < len(_nodes_in(recorded[1]))
-
-
-def _nodes_in(tree: Any) -> list[fx.Node]:
-    found: list[fx.Node] = []
-    fx.node.map_aggregate(tree, lambda a: found.append(a) if isinstance(a, fx.Node) else None)
-    return found
+    return len(nodes_in(restored[1])) < len(nodes_in(recorded[1]))
 
 
 def unsupported_rolled_reduction(graphs: Sequence[Any], block_of: Callable[[Any], int | None]) -> str | None:
@@ -159,7 +154,7 @@ def _has_chunked_input(node: fx.Node, block_id: int, block_of: Callable[[Any], i
 def _inductor_input_nodes(node: fx.Node) -> list[fx.Node]:
     """A node's inputs as Helion pairs them with Inductor buffer names (``_extra_deps`` are
     ordering edges, not inputs)."""
-    return _nodes_in((node.args, {k: a for k, a in node.kwargs.items() if k != "_extra_deps"}))
+    return nodes_in((node.args, {k: a for k, a in node.kwargs.items() if k != "_extra_deps"}))
 
 
 # -- Inductor inner functions on whole tensors --------------------------------------------
