@@ -10,13 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import helion
 import torch
 
-import helion
-
 # One implementation, shared with the tests and the CLI.
-from helion_mlir.reference import reference_kernel as ref_mode_kernel
-from helion_mlir.reference import register_cpu_matmul_dtype_overloads
+from helion_mlir.runtime.reference import reference_kernel as ref_mode_kernel
+from helion_mlir.runtime.reference import register_cpu_matmul_dtype_overloads
 
 __all__ = ["ref_mode_kernel", "register_cpu_matmul_dtype_overloads", "run_example"]
 

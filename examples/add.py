@@ -6,10 +6,9 @@ two tiles, ``aten.add.Tensor``. Ragged shapes leave partial edge tiles.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 32]))

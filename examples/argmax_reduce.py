@@ -10,10 +10,9 @@ against an int64 ``hl.zeros`` block, and the same combine reused as plain code t
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 def argmax_combine(

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[1, 16, 16]))

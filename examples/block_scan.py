@@ -10,10 +10,9 @@ with ``block_size=`` on ``hl.tile``, two phases, ``_associative_scan``, ``aten.s
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[64, 16]))

@@ -6,10 +6,9 @@ in a K loop, a float32 accumulator from ``hl.zeros`` with three tile dimensions.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[2, 16, 16, 16]))

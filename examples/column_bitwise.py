@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8, 32]))

@@ -11,10 +11,9 @@ Exercises: ``atomic_max``, ``atomic_min``, ``atomic_add``, ``atomic_cas`` with t
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8, 32]))

@@ -9,10 +9,9 @@ a load with a tensor index, ``aten.amax``/``exp``/``sum``/``log``, a host-side `
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8]))

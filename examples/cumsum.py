@@ -7,10 +7,9 @@ dimension is padded to a power of two, and padded lanes sit after the real ones.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8]))

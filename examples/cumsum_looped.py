@@ -8,10 +8,9 @@ carry vector, ``subscript`` broadcast of the carry, int64 inputs (exact results)
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8, 32]))

@@ -6,10 +6,9 @@ a gather), a 2-D grid over ``[tokens, dim]``, int64 id loads; ragged token count
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 32]))

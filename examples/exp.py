@@ -6,10 +6,9 @@ Exercises: a 1-D grid over ``x.numel()`` with host-side ``view`` (host tensors t
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[128]))

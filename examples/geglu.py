@@ -8,10 +8,10 @@ Exercises: two loads from the same host tensor, the second at a shifted column i
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
+
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 32]))
 def geglu(x: torch.Tensor) -> torch.Tensor:

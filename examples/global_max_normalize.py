@@ -8,10 +8,9 @@ index, a load with an int index, ``aten.abs``/``amax``/``div``.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[64, 64]))

@@ -9,10 +9,9 @@ int64, ``aten.clamp``, the host ``torch.zeros`` output.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[64]))

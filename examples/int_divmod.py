@@ -10,10 +10,9 @@ on int64 tiles with an int SymInt divisor, four int64 outputs.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[64]))

@@ -9,10 +9,9 @@ Exercises: ``hl.grid`` (scalar program ids), scalar loads with a SymInt index (`
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[32, 8]))

@@ -7,10 +7,9 @@ the row length, ``aten.rsqrt``, a scalar float kernel argument (``_get_symnode('
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8]))

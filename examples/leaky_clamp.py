@@ -7,10 +7,9 @@ Exercises: ``aten.where.self`` whose branches are tensors computed from float sc
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 32]))

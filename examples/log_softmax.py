@@ -7,10 +7,9 @@ Exercises: ``aten.exp2``/``aten.log2``, ``Tensor.unsqueeze`` (``aten.unsqueeze``
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8]))

@@ -7,10 +7,9 @@ loop-carried accumulator), ``torch.matmul`` on 2-D tiles (traced as ``aten.mm.de
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 16, 32]))

@@ -8,10 +8,9 @@ Exercises: ``dot`` with an ``acc`` argument and bfloat16 operands (the ref-mode 
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 16, 32]))

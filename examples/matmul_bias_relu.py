@@ -8,10 +8,9 @@ Exercises: ``aten.addmm`` inside a ``_for_loop``, a 1-D bias load broadcast by
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 32, 16]))

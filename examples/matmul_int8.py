@@ -6,10 +6,9 @@ integer ``full``, an int32 output; results are exact, so the tolerance is zero.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 16, 32]))

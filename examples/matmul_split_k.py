@@ -10,10 +10,9 @@ Exercises: a 3-D grid whose third axis is a reduction, an inner loop with tile-d
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 16, 64, 16]))

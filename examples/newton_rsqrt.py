@@ -9,10 +9,9 @@ Exercises: ``_while_loop`` with ``WhileConditionGraphInfo`` comparing a 0-d int3
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[64]))

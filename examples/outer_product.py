@@ -9,10 +9,9 @@ a float scalar argument, 1-D loads on a 2-D grid.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 32]))

@@ -8,10 +8,9 @@ Exercises: ``_for_loop_step`` (a stepped ``hl.grid`` inside a tile), scalar SymI
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16]))

@@ -11,10 +11,9 @@ scalar argument.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 PHILOX_ROUNDS = 10
 PHILOX_M = 0xD256D193

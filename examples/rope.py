@@ -10,10 +10,9 @@ with a float base, ``aten.sin``/``cos``, ``subscript`` broadcasts, 3-D host view
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16]))

@@ -9,10 +9,9 @@ a load indexed by a scalar program id.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[32]))

@@ -8,10 +8,9 @@ Exercises: ``static_shapes=False``, symbolic ``_for_loop`` bounds, a SymInt divi
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8, 32]), static_shapes=False)

@@ -8,10 +8,9 @@ full-row block, ``hl.grid`` rows with a scalar store ``exponent[row]``.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[]))

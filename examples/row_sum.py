@@ -7,10 +7,9 @@ whose out-of-range lanes are loaded as 0 (no ``_mask_to`` needed), ragged rows a
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8, 32]))

@@ -9,10 +9,9 @@ reduction dimension into loops of 32 columns. At bind time the rolled loops exis
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[4], reduction_loops=[32]))

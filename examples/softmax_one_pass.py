@@ -8,10 +8,9 @@ and ``_mask_to`` (masked lanes become ``-inf`` before the max and ``0`` before t
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8]))

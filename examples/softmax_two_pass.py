@@ -9,10 +9,9 @@ nodes), several loop-carried values, ``aten.maximum``, ``aten.amax``, ``aten.exp
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8, 32, 32]))

@@ -6,10 +6,9 @@ a 2-D grid over ``[tokens, hidden]`` with ragged edges.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 64]))

@@ -11,10 +11,9 @@ scalar argument, an if branch storing ``hl.zeros`` and an else branch with ``til
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 16]))

@@ -9,10 +9,9 @@ SymInt arithmetic, ``_mask_to`` before sums, a tuple of two outputs.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[8, 32]))

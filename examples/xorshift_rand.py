@@ -11,10 +11,9 @@ int32 and a float32 output.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 XORSHIFT_ROUNDS = 4
 

@@ -38,7 +38,7 @@ def _subprocess_json(code: str) -> object:
 def import_costs() -> list[dict]:
     code = (
         "import json, helion_mlir\n"
-        "from helion_mlir.benchmarks import measure_import_costs\n"
+        "import sys; sys.path.insert(0, 'scripts')\nfrom import_costs import measure_import_costs\n"
         "rows = [measure_import_costs(t, concrete_size=s, repeats=3) for t in ('linalg-on-tensors', 'stablehlo') for s in (32, None)"
         "]\n"
         "print(json.dumps(rows))"
@@ -95,7 +95,7 @@ def shared_against_cleared_caches() -> dict:
     cache cleared first (the cost without sharing); also the import cache's hit rate."""
     import helion_mlir
     from examples_util import example_names, load_example_by_name
-    from helion_mlir.torch_import import clear_import_cache, import_stats
+    from helion_mlir.importer.node_importer import clear_import_cache, import_stats
 
     modules = [load_example_by_name(n) for n in example_names()]
     bound = [m.KERNEL.bind(m.make_args("ragged")) for m in modules]
@@ -141,7 +141,7 @@ def emission_and_execution() -> tuple[list[dict], float]:
 
     import helion_mlir
     from examples_util import example_names, load_example_by_name, register_cpu_matmul_dtype_overloads
-    from helion_mlir.compiled_kernel import compile_kernel
+    from helion_mlir.runtime.compiled_kernel import compile_kernel
 
     register_cpu_matmul_dtype_overloads()
     rows = []
@@ -217,7 +217,7 @@ def render(imports: list[dict], rows: list[dict], all_seconds: float, first: dic
         "",
         "## Per-node import cost (torch-mlir import + pipelines)",
         "",
-        "Realistic ATen nodes from four kernels (`helion_mlir.benchmarks`), import cache cleared before",
+        "Realistic ATen nodes from four kernels (`scripts/import_costs.py`), import cache cleared before",
         "each cold round.",
         "",
         "| output type | sizes | nodes | distinct | cold, one by one (ms/node) | cold, batched (ms/node) | cache hit (ms/node) |",

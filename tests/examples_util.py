@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from helion_mlir.reference import reference_kernel as ref_mode_kernel
-from helion_mlir.reference import register_cpu_matmul_dtype_overloads
+from helion_mlir.runtime.reference import reference_kernel as ref_mode_kernel
+from helion_mlir.runtime.reference import register_cpu_matmul_dtype_overloads
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 SHAPE_KINDS = ("divisible", "ragged")

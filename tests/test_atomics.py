@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
-import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from examples_util import load_example
 from filecheck_util import run_filecheck
+
+import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import compile_kernel, generate_mlir
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "atomic_kernels.py")

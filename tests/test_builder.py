@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helion_mlir.builder import MLIRBuilder, format_resource_key
 from helion_mlir.errors import MLIRSyntaxError
+from helion_mlir.inliner.builder import MLIRBuilder, format_resource_key
+from helion_mlir.inliner.lexer import TokenKind, tokenize
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.mlir_lexer import TokenKind, tokenize
 from helion_mlir.verify import parse_module
 
 

@@ -13,11 +13,12 @@ import pytest
 import torch
 
 from helion_mlir import OutputType, verify_module_text
-from helion_mlir import cli
 from helion_mlir.cli import main
-from helion_mlir.kernel_loading import TensorSpec, make_args, parse_args_spec
-from helion_mlir.op_catalog import CATALOG
-from helion_mlir.op_support import OpSupport
+from helion_mlir.cli import ops as cli_ops
+from helion_mlir.cli import run as cli_run
+from helion_mlir.cli.kernel_loading import TensorSpec, make_args, parse_args_spec
+from helion_mlir.importer.op_catalog import CATALOG
+from helion_mlir.importer.op_support import OpSupport
 
 ROOT = Path(__file__).resolve().parents[1]
 ADD = ROOT / "examples" / "add.py"
@@ -84,8 +85,8 @@ def test_run_reports_matching_results_and_times(capsys) -> None:
 
 
 def test_run_exits_1_when_results_differ(monkeypatch, capsys) -> None:
-    real = cli.reference_kernel
-    monkeypatch.setattr(cli, "reference_kernel", lambda kernel: lambda *args: real(kernel)(*args) + 0.5)
+    real = cli_run.reference_kernel
+    monkeypatch.setattr(cli_run, "reference_kernel", lambda kernel: lambda *args: real(kernel)(*args) + 0.5)
     assert main(["run", str(ADD), "--args", ADD_ARGS, "--atol", "0.25"]) == 1
     out = capsys.readouterr().out
     assert "result  f32[32,64]  0.5" in out and "MISMATCH: beyond tolerance" in out
@@ -133,7 +134,7 @@ def test_ops_prints_rule_targets_and_the_support_table(capsys) -> None:
 def test_ops_measure_renders_a_fresh_measurement(monkeypatch, capsys) -> None:
     failures = {(case.name, ot): {} for case in CATALOG for ot in OutputType}
     failures[("aten.add.Tensor", OutputType.TOSA)][("f32", "symbolic")] = "'tosa.add' op <fake> failure"
-    monkeypatch.setattr(cli, "measure_op_support", lambda: OpSupport(failures))
+    monkeypatch.setattr(cli_ops, "measure_op_support", lambda: OpSupport(failures))
     assert main(["ops", "--measure"]) == 0
     out = capsys.readouterr().out
     assert "(measured now)" in out

@@ -13,12 +13,12 @@ import math
 import helion
 import pytest
 import torch
+from examples_util import load_example_by_name, register_cpu_matmul_dtype_overloads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from examples_util import load_example_by_name, register_cpu_matmul_dtype_overloads
 from helion_mlir import ArgumentError
-from helion_mlir.compiled_kernel import compile_kernel
+from helion_mlir.runtime.compiled_kernel import compile_kernel
 
 POW2 = st.sampled_from([1, 2, 4, 8, 16, 32])
 FLOATS = st.sampled_from([torch.float32, torch.bfloat16, torch.float16])

@@ -8,12 +8,16 @@ from typing import Any
 import helion
 import pytest
 import torch
+from examples_util import (
+    example_names,
+    load_example_by_name,
+    register_cpu_matmul_dtype_overloads,
+)
 
-from examples_util import example_names, load_example_by_name, register_cpu_matmul_dtype_overloads
 from helion_mlir import KernelCase, OutputType, check_kernels, generate_mlir
-from helion_mlir.compiled_kernel import compile_kernel
-from helion_mlir.kernel_model import KernelModel
-from helion_mlir.torch_import import clear_import_cache, import_stats
+from helion_mlir.importer.node_importer import clear_import_cache, import_stats
+from helion_mlir.lowering.kernel_model import KernelModel
+from helion_mlir.runtime.compiled_kernel import compile_kernel
 
 OUTPUT_TYPES = [t.value for t in OutputType]
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 import inspect
 from functools import cache
 
+import helion
 import pytest
 import torch
-
-import helion
-
 from examples_util import (
     SHAPE_KINDS,
     bind_example,

@@ -16,7 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helion_mlir.errors import ArgumentError, ExecutionError, MLIRVerificationError
-from helion_mlir.execute import CompiledFunction, clear_compile_cache, compile_module
+from helion_mlir.runtime.engine import (
+    CompiledFunction,
+    clear_compile_cache,
+    compile_module,
+)
 
 DATA = Path(__file__).parent / "data" / "execute"
 

@@ -21,13 +21,17 @@ import helion
 import helion.language as hl
 import pytest
 import torch
+from examples_util import (
+    clone_args,
+    load_example_by_name,
+    register_cpu_matmul_dtype_overloads,
+)
 from helion._compiler.backend_registry import get_backend_class
 from helion.runtime.kernel import BoundKernel
 
 import helion_mlir
-from examples_util import clone_args, load_example_by_name, register_cpu_matmul_dtype_overloads
-from helion_mlir import compiled_kernel, helion_backend
 from helion_mlir.errors import HelionMLIRError, UnsupportedNodeError
+from helion_mlir.runtime import compiled_kernel, helion_backend
 
 
 def mlir_twin(kernel: helion.Kernel, **settings: Any) -> helion.Kernel:

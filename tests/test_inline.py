@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from filecheck_util import run_filecheck
 
-from helion_mlir.builder import MLIRBuilder
 from helion_mlir.errors import MLIRSyntaxError
-from helion_mlir.inline import inline_torch_mlir_output
+from helion_mlir.inliner.builder import MLIRBuilder
+from helion_mlir.inliner.lexer import TokenKind, tokenize
+from helion_mlir.inliner.rewrite import inline_torch_mlir_output
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.mlir_lexer import TokenKind, tokenize
 from helion_mlir.verify import parse_module, verify_module_text
 
 DATA = Path(__file__).parent / "data"

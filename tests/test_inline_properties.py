@@ -29,10 +29,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helion_mlir.builder import MLIRBuilder
-from helion_mlir.inline import inline_torch_mlir_output
+from helion_mlir.inliner.builder import MLIRBuilder
+from helion_mlir.inliner.lexer import Token, TokenKind, tokenize
+from helion_mlir.inliner.rewrite import inline_torch_mlir_output
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.mlir_lexer import Token, TokenKind, tokenize
 from helion_mlir.verify import parse_module
 
 TENSOR = "tensor<4xf32>"

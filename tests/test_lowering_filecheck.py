@@ -18,12 +18,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
-
 import helion
-import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
+import pytest
 from examples_util import EXAMPLES_DIR, load_example
 from filecheck_util import run_filecheck
+
+import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.verify import parse_module

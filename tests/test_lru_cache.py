@@ -6,8 +6,10 @@ import threading
 
 import pytest
 
-from helion_mlir import compiled_kernel, execute, torch_import
+from helion_mlir.importer import cache as torch_import
 from helion_mlir.lru_cache import LRUCache
+from helion_mlir.runtime import compiled_kernel
+from helion_mlir.runtime import engine as execute
 
 
 def test_least_recently_used_entry_is_evicted_first() -> None:
@@ -48,4 +50,4 @@ def test_process_wide_caches_are_bounded() -> None:
     assert isinstance(execute._CACHE, LRUCache) and execute._CACHE.capacity == execute.COMPILED_FUNCTION_CACHE_CAPACITY
     assert isinstance(compiled_kernel._CACHE, LRUCache)
     assert compiled_kernel._CACHE.capacity == compiled_kernel.COMPILED_KERNEL_CACHE_CAPACITY
-    assert torch_import._CACHE._entries.capacity == torch_import.IMPORT_CACHE_CAPACITY
+    assert torch_import.IMPORT_CACHE._entries.capacity == torch_import.IMPORT_CACHE_CAPACITY

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helion_mlir.errors import MLIRSyntaxError
-from helion_mlir.mlir_lexer import (
+from helion_mlir.inliner.lexer import (
     Token,
     TokenKind,
     find_closing,

@@ -7,14 +7,20 @@ from pathlib import Path
 
 import pytest
 import torch
+from examples_util import load_example
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.fx.passes.shape_prop import TensorMetadata
 
-from examples_util import load_example
 from helion_mlir.errors import NodeNormalizationError
-from helion_mlir.normalize import node_inputs, nodes_in, normalize_helion_node, synthesize_tensor_meta, to_fake_tensor
+from helion_mlir.importer.normalize import (
+    node_inputs,
+    nodes_in,
+    normalize_helion_node,
+    synthesize_tensor_meta,
+    to_fake_tensor,
+)
 
 aten = torch.ops.aten
 

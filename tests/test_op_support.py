@@ -6,8 +6,13 @@ import re
 
 import pytest
 
-from helion_mlir.op_catalog import CATALOG
-from helion_mlir.op_support import DOC_PATH, measure_op_support, render_op_support, table_cells
+from helion_mlir.importer.op_catalog import CATALOG
+from helion_mlir.importer.op_support import (
+    DOC_PATH,
+    measure_op_support,
+    render_op_support,
+    table_cells,
+)
 from helion_mlir.output_type import OutputType
 
 REGENERATE = "the importer's op support changed: run scripts/op-support and commit docs/op-support.md"

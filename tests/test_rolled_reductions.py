@@ -14,17 +14,17 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
-import torch
-
 import helion
 import helion.language as hl
-import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
+import pytest
+import torch
 from examples_util import load_example_by_name
 from filecheck_util import run_filecheck
+
+import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import generate_mlir
-from helion_mlir.compiled_kernel import compile_kernel
-from helion_mlir.kernel_model import KernelModel
+from helion_mlir.lowering.kernel_model import KernelModel
+from helion_mlir.runtime.compiled_kernel import compile_kernel
 
 SSA = "[A-Za-z0-9_#]+"
 
@@ -120,7 +120,7 @@ def test_kernels_rolled_beyond_the_lowering_fall_back_to_persistent_form(name: s
     args = module.make_args("ragged")
     bound = module.KERNEL.bind(args)
     config = _rolled_config(module, 16)
-    with _warnings("helion_mlir.kernel_model") as messages:
+    with _warnings("helion_mlir.lowering.kernel_model") as messages:
         model = KernelModel(bound, config)
     assert not model.rolled_blocks and model.persistent_reductions
     assert any("persistent form" in m and reason in m for m in messages), messages

@@ -7,18 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from examples_util import load_example
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch_mlir import ir
 
-from examples_util import load_example
 from helion_mlir.errors import NodeNormalizationError, UnsupportedNodeError
-from helion_mlir.mlir_context import mlir_session
-from helion_mlir.normalize import node_inputs, normalize_helion_node
-from helion_mlir.op_catalog import CATALOG, CENSUS_TARGETS, CaseSizes, iter_case_nodes
-from helion_mlir.output_type import OutputType
-from helion_mlir.torch_import import (
+from helion_mlir.importer.node_importer import (
     ImportBatch,
     ResultSpec,
     TensorSpec,
@@ -29,6 +25,15 @@ from helion_mlir.torch_import import (
     import_nodes,
     import_stats,
 )
+from helion_mlir.importer.normalize import node_inputs, normalize_helion_node
+from helion_mlir.importer.op_catalog import (
+    CATALOG,
+    CENSUS_TARGETS,
+    CaseSizes,
+    iter_case_nodes,
+)
+from helion_mlir.mlir_context import mlir_session
+from helion_mlir.output_type import OutputType
 from helion_mlir.verify import parse_module
 
 aten = torch.ops.aten
@@ -530,7 +535,7 @@ def test_scalar_overload_falls_back_to_its_tensor_form() -> None:
 @pytest.mark.parametrize("scalar", [True, 3, -7, 0.1, 1e-3, 65504.5], ids=repr)
 def test_0d_tensor_stands_for_a_wrapped_number_exactly(dtype, scalar) -> None:
     """Same result dtype and values as the Python scalar (single rounding included)."""
-    from helion_mlir.torch_import import scalar_tensor_dtype
+    from helion_mlir.importer.rewrites import scalar_tensor_dtype
 
     values = torch.tensor([0.0, 1.0, 2.5, -3.0, 100.0, 0.3]).to(dtype)
     stand_in = torch.tensor(scalar, dtype=scalar_tensor_dtype(scalar, [dtype]))

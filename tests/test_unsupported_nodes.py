@@ -15,16 +15,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from examples_util import EXAMPLES_DIR, load_example
+from helion.language import _tracing_ops
 from torch import fx
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
-from examples_util import EXAMPLES_DIR, load_example
-from helion.language import _tracing_ops
 from helion_mlir import UnsupportedNodeError, generate_mlir
-from helion_mlir import lowering_registry
-from helion_mlir.builder import MLIRBuilder
-from helion_mlir.torch_import import TorchMLIRNodeImporter
-from helion_mlir.visitor import IRVisitor
+from helion_mlir.importer.node_importer import TorchMLIRNodeImporter
+from helion_mlir.inliner.builder import MLIRBuilder
+from helion_mlir.lowering import registry as lowering_registry
+from helion_mlir.lowering.visitor import IRVisitor
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "rejected_kernels.py")
 KERNEL_FILE = KERNELS.uses_inline_asm.fn.__code__.co_filename

@@ -1,17 +1,15 @@
 """helion_mlir: lower Helion kernels to verified MLIR and run them on CPU.
 
 Importing the package also prepares Helion so that kernels bound afterwards keep the
-information the lowering needs (see :mod:`helion_mlir.helion_compat`): import
+information the lowering needs (see :mod:`helion_mlir.lowering.helion_compat`): import
 ``helion_mlir`` before calling ``kernel.bind``.
 """
 
-from .helion_compat import install as _install_helion_compat
+from .lowering.helion_compat import install as _install_helion_compat
 
 _install_helion_compat()
 
 from .batch import BatchReport, KernelCase, KernelResult, check_kernels  # noqa: E402
-from .builder import MLIRBuilder  # noqa: E402
-from .compiled_kernel import CompiledKernel, compile_kernel  # noqa: E402
 from .errors import (  # noqa: E402
     ArgumentError,
     ExecutionError,
@@ -21,12 +19,18 @@ from .errors import (  # noqa: E402
     NodeNormalizationError,
     UnsupportedNodeError,
 )
-from .execute import CompiledFunction, compile_module  # noqa: E402
 from .generate import generate_mlir  # noqa: E402
-from .inline import inline_torch_mlir_output  # noqa: E402
-from .normalize import node_inputs, normalize_helion_node, synthesize_tensor_meta  # noqa: E402
+from .importer.node_importer import TorchMLIRNodeImporter, import_aten_node_to_mlir  # noqa: E402
+from .importer.normalize import (  # noqa: E402
+    node_inputs,
+    normalize_helion_node,
+    synthesize_tensor_meta,
+)
+from .inliner.builder import MLIRBuilder  # noqa: E402
+from .inliner.rewrite import inline_torch_mlir_output  # noqa: E402
 from .output_type import OutputType  # noqa: E402
-from .torch_import import TorchMLIRNodeImporter, import_aten_node_to_mlir  # noqa: E402
+from .runtime.compiled_kernel import CompiledKernel, compile_kernel  # noqa: E402
+from .runtime.engine import CompiledFunction, compile_module  # noqa: E402
 from .verify import verify_module_text  # noqa: E402
 
 __all__ = [
@@ -56,4 +60,4 @@ __all__ = [
     "synthesize_tensor_meta",
     "verify_module_text",
 ]
-from . import helion_backend  # noqa: E402,F401  (registers the Helion backend "mlir")
+from .runtime import helion_backend  # noqa: E402,F401  (registers the Helion backend "mlir")

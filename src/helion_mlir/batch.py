@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO

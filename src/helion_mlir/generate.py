@@ -20,15 +20,16 @@ from typing import Any
 import sympy
 import torch
 
-from .builder import MLIRBuilder
 from .errors import HelionMLIRError
-from .ir_values import Scalar, Tensor, Tile
-from .kernel_model import KernelModel
-from .lowerings.control_flow import emit_tile_loops
+from .importer.node_importer import TorchMLIRNodeImporter
+from .inliner.builder import MLIRBuilder
+from .lowering import rules  # noqa: F401  (registers every lowering rule, once)
+from .lowering.kernel_model import KernelModel
+from .lowering.loops import emit_tile_loops
+from .lowering.values import Scalar, Tensor, Tile
+from .lowering.visitor import IRVisitor, source_location_body
 from .output_type import OutputType
-from .torch_import import TorchMLIRNodeImporter
 from .verify import verify_module_text
-from .visitor import IRVisitor, source_location_body
 
 __all__ = ["generate_mlir", "bind_kernel"]
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch_mlir.dialects.torch as torch_dialect  # registers torch-mlir's passes too
-from torch_mlir import ir
+from torch_mlir import ir, passmanager
 from torch_mlir._mlir_libs import _stablehlo
 
 __all__ = ["shared_context", "mlir_session", "format_diagnostic"]
@@ -72,8 +72,6 @@ def _load_pass_created_dialects(ctx: ir.Context) -> None:
     those passes once on an empty module makes text holding such ops parse in a fresh
     process (0.3 ms).
     """
-    from torch_mlir import passmanager
-
     with ctx:
         for pipeline in ("convert-torch-to-tmtensor", "convert-torch-to-stablehlo"):
             passmanager.PassManager.parse(f"builtin.module(func.func({pipeline}))").run(

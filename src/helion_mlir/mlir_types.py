@@ -12,6 +12,7 @@ from .errors import HelionMLIRError
 __all__ = [
     "element_type",
     "tensor_type",
+    "DTYPES_OF_ELEMENT_TYPES",
     "is_float",
     "is_bool",
     "is_signed_int",
@@ -31,6 +32,13 @@ _ELEMENT_TYPES: dict[torch.dtype, str] = {
     torch.int8: "i8",
     torch.uint8: "i8",
     torch.bool: "i1",
+}
+
+
+# MLIR element type -> the torch dtype a value of that type is read as: integers are
+# signless in MLIR, so i8 reads as int8 (a uint8 tensor converts on the way in).
+DTYPES_OF_ELEMENT_TYPES: dict[str, torch.dtype] = {
+    name: dtype for dtype, name in reversed(list(_ELEMENT_TYPES.items())) if dtype is not torch.uint8
 }
 
 

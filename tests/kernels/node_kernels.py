@@ -3,10 +3,9 @@ normalization tests."""
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 
 @helion.kernel(config=helion.Config(block_sizes=[32, 32]))

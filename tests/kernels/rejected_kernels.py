@@ -7,10 +7,9 @@ offending expression below is spelled differently from the others.
 
 from __future__ import annotations
 
-import torch
-
 import helion
 import helion.language as hl
+import torch
 
 CONFIG = helion.Config(block_sizes=[16])
 

@@ -1,0 +1,171 @@
+"""``helion-mlir check``: emit (and optionally run) every kernel found under some paths, with a report."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..batch import KernelCase, KernelResult, check_kernels
+from ..output_type import OutputType
+from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError
+from .kernel_loading import (
+    KernelFileError,
+    find_kernels,
+    load_module,
+)
+from .ops import table
+from .run import RunOutcome, run_and_compare
+
+
+@dataclasses.dataclass
+class CheckRow:
+    """One line of the ``check`` table."""
+
+    kernel: str
+    output_type: str = "-"
+    nodes: str = "-"
+    emitted: str = "-"
+    verified: str = "-"
+    matched: str = "-"
+    seconds: float = 0.0
+    reason: str = ""
+    failed: bool = False
+    details: str = ""
+
+
+def _collect_files(paths: Sequence[str]) -> list[tuple[Path, str]]:
+    """``(file, label)`` for every Python file under ``paths``, each file once."""
+    found: dict[Path, str] = {}
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            for file in sorted(path.rglob("*.py")):
+                parts = file.relative_to(path).parts
+                if not any(part.startswith(".") or part == "__pycache__" for part in parts):
+                    found.setdefault(file.resolve(), str(file))
+        elif path.is_file():
+            found.setdefault(path.resolve(), given)
+        else:
+            raise CommandError(f"no such file or folder: {given}", next_step="pass Python files or folders to check")
+    return [(file, label) for file, label in found.items()]
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def check_command(options: argparse.Namespace) -> int:
+    output_types = options.output_type or [OutputType.LINALG_ON_TENSORS]
+    entries: list[CheckRow | KernelCase] = []
+    for file, label in _collect_files(options.paths):
+        try:
+            module = load_module(file)
+        except KernelFileError as err:
+            cause = err.__cause__
+            reason = f"import failed: {type(cause).__name__}: {cause}"
+            entries.append(CheckRow(label, reason=_first_line(reason), failed=True, details=reason))
+            _show_traceback(cause, options.debug)
+            continue
+        make = getattr(module, "make_args", None)
+        for name, kernel in find_kernels(module).items():
+            kernel_label = f"{label}:{name}"
+            if not callable(make):
+                entries.append(CheckRow(kernel_label, reason="skipped: no example args (define make_args)"))
+                continue
+            try:
+                args = tuple(make(options.shape))
+            except Exception as err:
+                reason = f"make_args({options.shape!r}) failed: {type(err).__name__}: {err}"
+                entries.append(CheckRow(kernel_label, reason=_first_line(reason), failed=True, details=reason))
+                _show_traceback(err, options.debug)
+                continue
+            entries.append(KernelCase(kernel_label, kernel, args))
+    if not entries:
+        raise CommandError(f"no Python files with helion kernels in {' '.join(options.paths)}",
+                           next_step="pass files or folders that define @helion.kernel functions")
+
+    cases = {entry.label: entry for entry in entries if isinstance(entry, KernelCase)}
+    runs: dict[tuple[str, str], RunOutcome | StageError] = {}
+
+    def run_verified(result: KernelResult) -> None:
+        if not (options.run and result.ok):
+            return
+        case = cases[result.label]
+        try:
+            runs[(result.label, result.output_type)] = run_and_compare(
+                case.kernel, case.args, output_type=OutputType.parse(result.output_type),
+                rtol=options.rtol, atol=options.atol)
+        except StageError as err:
+            runs[(result.label, result.output_type)] = err
+            _show_traceback(err.error, options.debug)
+
+    report = check_kernels(list(cases.values()), output_types, progress=sys.stderr, on_result=run_verified)
+    results: dict[str, list[KernelResult]] = {}
+    for result in report.results:
+        results.setdefault(result.label, []).append(result)
+    rows: list[CheckRow] = []
+    for entry in entries:
+        if isinstance(entry, CheckRow):
+            rows.append(entry)
+        else:
+            rows += [_result_row(r, runs.get((r.label, r.output_type))) for r in results[entry.label]]
+    _print_check_report(rows, options.run)
+    return EXIT_FAILED if any(row.failed for row in rows) else EXIT_OK
+
+
+def _show_traceback(error: BaseException | None, debug: bool) -> None:
+    if debug and error is not None:
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+
+
+def _result_row(result: KernelResult, run: RunOutcome | StageError | None) -> CheckRow:
+    emitted = result.status != "emit-failed"
+    row = CheckRow(result.label, result.output_type, str(result.nodes) if result.nodes else "-",
+                   "yes" if emitted else "no", ("yes" if result.ok else "no") if emitted else "-",
+                   seconds=result.seconds, reason=_first_line(result.reason), failed=not result.ok,
+                   details=result.reason)
+    if isinstance(run, StageError):
+        row.matched, row.failed = "no", True
+        row.reason, row.details = f"{run.stage} failed: {_first_line(run.details)}", run.details
+    elif isinstance(run, RunOutcome):
+        row.seconds += run.compile_seconds + run.run_seconds + run.reference_seconds
+        row.matched = "yes" if run.ok else "no"
+        if not run.ok:
+            row.failed = True
+            row.reason = "mismatch: " + ", ".join(
+                f"{c.label} max abs error {c.max_abs_error:.3g} (rtol={c.rtol:g} atol={c.atol:g})"
+                if c.problem == "beyond tolerance" else f"{c.label} {c.problem}"
+                for c in run.mismatches)
+    return row
+
+
+def _print_check_report(rows: list[CheckRow], ran: bool) -> None:
+    header = ["kernel", "output type", "nodes", "emitted", "verified"] + (["matched"] if ran else []) + ["ms", "reason"]
+    lines = []
+    for row in rows:
+        cells = [row.kernel, row.output_type, row.nodes, row.emitted, row.verified]
+        cells += [row.matched] if ran else []
+        cells += [f"{row.seconds * 1e3:.0f}" if row.seconds else "-", row.reason]
+        lines.append(cells)
+    print(table(header, lines))
+    failed = [row for row in rows if row.failed]
+    skipped = sum(row.reason.startswith("skipped") for row in rows)
+    passed = len(rows) - len(failed) - skipped
+    print(f"{len(rows)} checked: {passed} passed, {len(failed)} failed, {skipped} skipped")
+    detailed = [row for row in failed if row.details.strip() != row.reason]
+    if detailed:
+        print("\nfailures:")
+        for row in detailed:
+            print(f"{row.kernel} [{row.output_type}]:")
+            body = row.details.strip().splitlines()
+            for line in body[:12]:
+                print(f"  {line}")
+            if len(body) > 12:
+                print(f"  ... ({len(body) - 12} more lines; rerun the kernel with 'helion-mlir emit')")
+
+
+# -------------------------------------------------------------------------- ops

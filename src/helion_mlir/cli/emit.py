@@ -1,0 +1,33 @@
+"""``helion-mlir emit``: print a kernel's verified module."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..generate import generate_mlir
+from .common import EXIT_OK, CommandError, StageError, stage
+from .targets import load_target, stage_failure
+
+
+def emit_command(options: argparse.Namespace) -> int:
+    target = load_target(options)
+    try:
+        with stage("bind"):
+            bound = target.kernel.bind(target.args)
+        with stage("lower"):
+            text = generate_mlir(bound, output_type=options.output_type, config=target.config)
+    except StageError as err:
+        raise stage_failure(err, target, options.output_type) from err.error
+    if options.output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return EXIT_OK
+    try:
+        options.output.write_text(text)
+    except OSError as err:
+        raise CommandError(f"cannot write {options.output}: {err.strerror}", next_step="choose another -o path") from None
+    print(f"wrote {options.output} (kernel {target.name}, {options.output_type})", file=sys.stderr)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------ running and comparing

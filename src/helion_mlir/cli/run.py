@@ -1,0 +1,169 @@
+"""``helion-mlir run``: compile a kernel, run it on CPU and compare it with Helion's reference mode."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import helion
+import torch
+
+from ..errors import ExecutionError
+from ..output_type import OutputType
+from ..runtime.compiled_kernel import compile_kernel
+from ..runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
+from .common import EXIT_FAILED, EXIT_OK, StageError, stage
+from .kernel_loading import (
+    describe_args,
+)
+from .ops import table
+from .targets import load_target, stage_failure
+
+
+@dataclasses.dataclass
+class OutputCheck:
+    """One output (returned value or written argument) against the reference."""
+
+    label: str
+    shape: str
+    max_abs_error: float
+    rtol: float
+    atol: float
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    checks: list[OutputCheck]
+    emit_seconds: float
+    compile_seconds: float
+    run_seconds: float
+    reference_seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    @property
+    def mismatches(self) -> list[OutputCheck]:
+        return [check for check in self.checks if not check.ok]
+
+
+def default_tolerance(dtype: torch.dtype) -> float:
+    """rtol and atol for a dtype: the rounding of half-precision floats, exact for integers."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return 2e-2
+    return 1e-4 if dtype.is_floating_point else 0.0
+
+
+def _clone(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type: OutputType,
+                    config: helion.Config | None = None, rtol: float | None = None,
+                    atol: float | None = None) -> RunOutcome:
+    """Compile ``kernel`` through MLIR, run it and Helion's reference mode on copies of
+    ``args``, and compare what each returns and every argument either one writes.
+
+    Raises :class:`StageError` naming the step that failed.
+    """
+    with stage("bind"):
+        bound = kernel.bind(args)
+    try:
+        compiled = compile_kernel(bound, output_type=output_type, config=config)
+    except ExecutionError as err:
+        raise StageError("compile", err) from err
+    except Exception as err:  # compile_kernel lowers first
+        raise StageError("lower", err) from err
+    mlir_args, ref_args = _clone(args), _clone(args)
+    with stage("run"):
+        started = time.perf_counter()
+        result = compiled(*mlir_args)
+        run_seconds = time.perf_counter() - started
+    register_cpu_matmul_dtype_overloads()
+    with stage("reference"):
+        started = time.perf_counter()
+        expected = reference_kernel(kernel)(*ref_args)
+        reference_seconds = time.perf_counter() - started
+    pairs = list(_paired_leaves("result", result, expected))
+    returned = {id(actual) for _, actual, _ in pairs}
+    params = list(inspect.signature(kernel.fn).parameters)
+    for name, original, actual, reference in zip(params, args, mlir_args, ref_args):
+        if isinstance(original, torch.Tensor) and id(actual) not in returned:
+            if not (torch.equal(original, actual) and torch.equal(original, reference)):
+                pairs.append((f"argument {name} (written)", actual, reference))
+    checks = [_compare(label, actual, reference, rtol, atol) for label, actual, reference in pairs]
+    return RunOutcome(checks, compiled.emit_seconds, compiled.compile_seconds, run_seconds, reference_seconds)
+
+
+def _paired_leaves(label: str, actual: Any, expected: Any) -> Iterator[tuple[str, Any, Any]]:
+    """Matching leaves of two results (tuples and lists are walked together; None skipped)."""
+    if isinstance(actual, (tuple, list)) and isinstance(expected, (tuple, list)) and len(actual) == len(expected):
+        for index, (a, e) in enumerate(zip(actual, expected)):
+            yield from _paired_leaves(f"{label}[{index}]", a, e)
+    elif actual is not None or expected is not None:
+        yield label, actual, expected
+
+
+def _compare(label: str, actual: Any, expected: Any, rtol: float | None, atol: float | None) -> OutputCheck:
+    numbers = (bool, int, float)
+    if isinstance(actual, numbers) and isinstance(expected, numbers):
+        actual, expected = torch.tensor(actual), torch.tensor(expected)
+    if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)):
+        return OutputCheck(label, "-", float("nan"), 0.0, 0.0,
+                           f"got {type(actual).__name__}, the reference returned {type(expected).__name__}")
+    shape = describe_args((expected,))
+    default = default_tolerance(expected.dtype)
+    rt, at = default if rtol is None else rtol, default if atol is None else atol
+    if actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return OutputCheck(label, shape, float("nan"), rt, at, f"got {describe_args((actual,))}")
+    a, e = actual.double(), expected.double()
+    same = (a == e) | (a.isnan() & e.isnan())
+    error = torch.where(same, 0.0, (a - e).abs())
+    max_abs_error = error.max().item() if error.numel() else 0.0
+    within = bool(torch.isclose(a, e, rtol=rt, atol=at, equal_nan=True).all())
+    return OutputCheck(label, shape, max_abs_error, rt, at, "" if within else "beyond tolerance")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def run_command(options: argparse.Namespace) -> int:
+    target = load_target(options)
+    print(f"kernel {target.name} ({target.path}), output type {options.output_type}")
+    print(f"args: {describe_args(target.args)}")
+    try:
+        outcome = run_and_compare(target.kernel, target.args, output_type=options.output_type,
+                                  config=target.config, rtol=options.rtol, atol=options.atol)
+    except StageError as err:
+        raise stage_failure(err, target, options.output_type) from err.error
+    rows = [
+        (c.label, c.shape, f"{c.max_abs_error:.3g}", f"rtol={c.rtol:g} atol={c.atol:g}",
+         "ok" if c.ok else f"MISMATCH: {c.problem}")
+        for c in outcome.checks
+    ]
+    print(table(("output", "shape", "max abs error", "tolerance", ""), rows))
+    print(f"times: emit {_ms(outcome.emit_seconds)}, compile {_ms(outcome.compile_seconds)}, "
+          f"run {_ms(outcome.run_seconds)} (reference mode {_ms(outcome.reference_seconds)})")
+    if not outcome.checks:
+        print("nothing to compare: the kernel returns nothing and writes no argument")
+    elif outcome.ok:
+        print(f"match: {len(outcome.checks)} output(s) agree with Helion's reference mode")
+    else:
+        print(f"mismatch: {len(outcome.mismatches)} of {len(outcome.checks)} output(s) differ from "
+              "Helion's reference mode (loosen --rtol/--atol if that is rounding)")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------ check

@@ -1,0 +1,209 @@
+"""The process-wide import cache, keyed on everything that determines an import's result:
+the target, the inputs' shapes, dtypes and symbols (numbered by first use), literal
+arguments and the output type."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx
+
+from ..errors import NodeNormalizationError
+from ..lru_cache import LRUCache
+from ..output_type import OutputType
+from .normalize import (
+    node_inputs,
+)
+from .values import SYMBOLIC_SCALARS, InputValue, TensorSpec
+
+# --------------------------------------------------------------------------------------
+# Cache and statistics
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportStats:
+    """Counters of the process-wide import cache.
+
+    ``lowering_runs`` counts pass-pipeline runs: one per batch of cache misses, plus the
+    extra runs spent isolating a node that made a batch fail.
+    """
+
+    hits: int
+    misses: int
+    lowering_runs: int
+    entries: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A cached negative result: why a signature cannot be lowered.
+
+    ``summary`` is torch-mlir's own one-line complaint, ``reason`` the sentence around it.
+    """
+
+    reason: str
+    summary: str
+    diagnostics: tuple[str, ...]
+    hint: str | None
+
+
+@dataclass(frozen=True)
+class ResultSpec:
+    """Shape (``None`` for a dynamic size) and dtype of one tensor result of an imported node."""
+
+    shape: tuple[int | None, ...]
+    dtype: torch.dtype
+
+
+Results = Any  # ResultSpec, a tuple of them (tuple results), or None (not a tensor)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A node's lowered module text and what its results are."""
+
+    text: str
+    results: Results
+
+
+class _ImportCache:
+    """Imports (or failures) by signature; shared by all importers, thread-safe."""
+
+    def __init__(self, capacity: int) -> None:
+        self._lock = threading.Lock()
+        self._entries: LRUCache[Imported | Failure] = LRUCache(capacity)
+        self.hits = 0
+        self.misses = 0
+        self.lowering_runs = 0
+
+    def lookup(self, key: tuple) -> Imported | Failure | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+            return found
+
+    def count_hit(self) -> None:
+        with self._lock:
+            self.hits += 1
+
+    def store(self, key: tuple, result: Imported | Failure) -> None:
+        self._entries.put(key, result)
+
+    def count_lowering_run(self) -> None:
+        with self._lock:
+            self.lowering_runs += 1
+
+    def stats(self) -> ImportStats:
+        with self._lock:
+            return ImportStats(self.hits, self.misses, self.lowering_runs, len(self._entries))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = self.lowering_runs = 0
+
+
+# Distinct node signatures: a few hundred across all the examples; each entry is about a
+# kilobyte of text.
+IMPORT_CACHE_CAPACITY = 16384
+IMPORT_CACHE = _ImportCache(IMPORT_CACHE_CAPACITY)
+
+
+def import_stats() -> ImportStats:
+    """Hit, miss and pipeline-run counts of the process-wide cache since the last clear."""
+    return IMPORT_CACHE.stats()
+
+
+def clear_import_cache() -> None:
+    """Forget every cached result and reset the counters (tests and benchmarks use it)."""
+    IMPORT_CACHE.clear()
+
+
+# --------------------------------------------------------------------------------------
+# Signatures: what determines an import's result
+# --------------------------------------------------------------------------------------
+
+
+class _SymbolNumbering:
+    """Numbers symbolic expressions by first appearance, so ``[u3, u7]`` and ``[u0, u1]``
+    give the same key while ``[u0, u0]`` and ``[u0, u1]`` do not."""
+
+    def __init__(self) -> None:
+        self._ids: dict[Any, int] = {}
+
+    def fresh(self) -> tuple[str, int]:
+        """A symbol unlike every other (a dynamic size of a TensorSpec)."""
+        number = len(self._ids)
+        self._ids[object()] = number
+        return ("sym", number)
+
+    def dim(self, value: Any) -> Any:
+        if isinstance(value, SYMBOLIC_SCALARS):
+            expr = value.node.expr
+            number = self._ids.setdefault(expr, len(self._ids))
+            return ("sym", number)
+        return int(value)
+
+
+def _literal_key(value: Any, node: fx.Node, input_index: dict[fx.Node, int]) -> Any:
+    """A hashable, type-exact rendering of a node's literal arguments (inputs by position)."""
+    if isinstance(value, fx.Node):
+        return ("input", input_index[value])
+    if value is None or isinstance(value, (str, torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return value
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int):
+        return ("int", value)
+    if isinstance(value, float):
+        # repr keeps -0.0, inf and nan apart and makes nan equal to itself.
+        return ("float", repr(value))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_literal_key(v, node, input_index) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _literal_key(v, node, input_index)) for k, v in value.items()))
+    if isinstance(value, slice):
+        return ("slice", tuple(_literal_key(v, node, input_index) for v in (value.start, value.stop, value.step)))
+    raise NodeNormalizationError(
+        node,
+        f"it has a literal argument of unsupported kind {type(value).__name__} ({value!r})",
+        hint="literal arguments must be None, bool, int, float, str, dtype, device, layout, "
+        "memory format, or lists/tuples of those; symbolic values must come from FX nodes",
+    )
+
+
+def _value_key(value: InputValue, symbols: _SymbolNumbering) -> tuple:
+    if isinstance(value, TensorSpec):
+        return ("contiguous tensor", value.dtype, tuple(symbols.fresh() if d is None else d for d in value.shape))
+    if isinstance(value, torch.Tensor):
+        return (
+            "tensor",
+            value.dtype,
+            tuple(symbols.dim(d) for d in value.shape),
+            tuple(symbols.dim(s) for s in value.stride()) if value.layout == torch.strided else (),
+        )
+    if isinstance(value, SYMBOLIC_SCALARS):
+        return (type(value).__name__, symbols.dim(value))
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return (type(value).__name__, value)
+
+
+def signature(node: fx.Node, values: Sequence[InputValue], output_type: OutputType) -> tuple:
+    symbols = _SymbolNumbering()
+    input_index = {inp: i for i, inp in enumerate(node_inputs(node))}
+    return (
+        node.target,
+        tuple(_value_key(v, symbols) for v in values),
+        _literal_key(tuple(node.args), node, input_index),
+        _literal_key(dict(node.kwargs), node, input_index),
+        output_type,
+    )

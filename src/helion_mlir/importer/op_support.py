@@ -1,0 +1,162 @@
+"""Measure which catalogued ATen/prims ops lower for each output type; write docs/op-support.md.
+
+Run through ``scripts/op-support``. The tests recompute the table and compare it with the
+document, so the document always states what the code does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UnsupportedNodeError
+from ..output_type import OutputType
+from .node_importer import (
+    TorchMLIRLoweringError,
+    TorchMLIRNodeImporter,
+    clear_import_cache,
+)
+from .op_catalog import CATALOG, OpCase, dtype_name, iter_case_nodes
+
+__all__ = ["OpSupport", "measure_op_support", "render_op_support", "table_cells", "main"]
+
+MODES = ("static", "symbolic")
+DOC_PATH = Path(__file__).resolve().parents[3] / "docs" / "op-support.md"
+
+
+@dataclass(frozen=True)
+class OpSupport:
+    """Failures per (case name, output type): {(dtype name, mode): torch-mlir's summary}."""
+
+    failures: dict[tuple[str, OutputType], dict[tuple[str, str], str]]
+
+
+def _summary(err: UnsupportedNodeError) -> str:
+    if isinstance(err, TorchMLIRLoweringError):
+        return err.summary
+    return err.reason.splitlines()[0]
+
+
+def measure_op_support(output_types: Iterable[OutputType] = tuple(OutputType)) -> OpSupport:
+    """Lower every catalogue case and dtype, with static and symbolic sizes, per output type.
+
+    Each output type's nodes go through the batch path once (one pipeline run plus the
+    runs that isolate failures); the per-node results then come from the cache. The
+    cache is cleared first: which batch meets a failure decides the diagnostics quoted,
+    so the table must not depend on what this process imported before.
+    """
+    clear_import_cache()
+    output_types = tuple(output_types)
+    failures: dict[tuple[str, OutputType], dict[tuple[str, str], str]] = {
+        (case.name, ot): {} for case in CATALOG for ot in output_types
+    }
+    for mode in MODES:
+        nodes = [(case, dtype, node) for _, case, dtype, node in iter_case_nodes(symbolic=mode == "symbolic")]
+        for output_type in output_types:
+            importer = TorchMLIRNodeImporter(output_type)
+            try:
+                importer.import_nodes([(node, None) for _, _, node in nodes])
+            except UnsupportedNodeError:
+                pass  # collected per node below, from the cache
+            for case, dtype, node in nodes:
+                try:
+                    importer.import_node(node)
+                except UnsupportedNodeError as err:
+                    failures[(case.name, output_type)][(dtype_name(dtype), mode)] = _summary(err)
+    return OpSupport(failures)
+
+
+def _dtype_list(names: list[str], case: OpCase) -> str:
+    if len(names) == len(case.dtypes):
+        return "all dtypes"
+    return ", ".join(names)
+
+
+def table_cells(support: OpSupport, output_types: Iterable[OutputType] = tuple(OutputType)) -> tuple[
+    dict[tuple[str, str], str], list[str]
+]:
+    """The cells {(case name, output type): text} and the reasons they cite as ``[n]``
+    (1-based), both as written in the Markdown document."""
+    notes: list[str] = []
+    cells: dict[tuple[str, str], str] = {}
+    for case in CATALOG:
+        for output_type in output_types:
+            failed = support.failures[(case.name, output_type)]
+            if not failed:
+                cells[(case.name, output_type.value)] = "yes"
+                continue
+            # Group the failing (dtype, mode) pairs by reason, then by mode.
+            by_reason: dict[str, dict[str, list[str]]] = {}
+            for dtype in case.dtypes:
+                for mode in MODES:
+                    reason = failed.get((dtype_name(dtype), mode))
+                    if reason is not None:
+                        by_reason.setdefault(reason, {}).setdefault(mode, []).append(dtype_name(dtype))
+            parts = []
+            for reason, modes in by_reason.items():
+                if reason not in notes:
+                    notes.append(reason)
+                number = notes.index(reason) + 1
+                if modes.get("static") == modes.get("symbolic"):
+                    where = _dtype_list(modes["static"], case)
+                else:
+                    where = "; ".join(f"{_dtype_list(names, case)} {mode}" for mode, names in modes.items())
+                parts.append(f"no: {where} [{number}]")
+            cells[(case.name, output_type.value)] = "<br>".join(parts)
+    return cells, [_escape(note) for note in notes]
+
+
+def render_op_support(support: OpSupport) -> str:
+    """docs/op-support.md for a measurement."""
+    cells, notes = table_cells(support)
+    columns = [ot.value for ot in OutputType]
+    lines = [
+        "# ATen and prims op support per output type",
+        "",
+        "Which device-IR targets of real Helion kernels (the census of Helion's example kernels)",
+        "helion_mlir lowers through torch-mlir, per output type. Each target was lowered on",
+        "representative inputs (`src/helion_mlir/op_catalog.py`) for every dtype it takes among",
+        "f32, bf16, f16, i32, i64 and bool, once with static sizes and once with symbolic sizes",
+        "(unbacked SymInts, as Helion's tile sizes are: dynamic dimensions in the IR, sizes in",
+        "list arguments passed as scalar arguments). `yes` means every dtype lowered both ways;",
+        "otherwise the cell names what failed (`static` / `symbolic`, or both when unqualified)",
+        "and cites torch-mlir's message below. Targets torch-mlir lacks, and nodes it fails to",
+        "lower, are retried through exact decompositions before counting as failures.",
+        "",
+        "Regenerate with `scripts/op-support` after changing the importer or upgrading",
+        "torch-mlir; `tests/test_op_support.py` fails while this file is out of date.",
+        "",
+        "| target | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for case in CATALOG:
+        row = [f"`{case.name}`"] + [cells[(case.name, column)] for column in columns]
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "## Reasons", ""]
+    lines += [f"{number}. {reason}" for number, reason in enumerate(notes, start=1)]
+    if not notes:
+        lines.append("None: everything lowers.")
+    return "\n".join(lines) + "\n"
+
+
+def _escape(text: str) -> str:
+    """A reason as a Markdown list item: no table pipes, no raw angle brackets."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=DOC_PATH, help="where to write the table")
+    args = parser.parse_args(argv)
+    text = render_op_support(measure_op_support())
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

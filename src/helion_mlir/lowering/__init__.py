@@ -1,0 +1,9 @@
+"""Lowering: a Helion kernel's device IR walked node by node into one MLIR function.
+
+:class:`~.kernel_model.KernelModel` holds what the walk needs to know about the kernel
+(arguments, block sizes, loops, rolled reductions); :class:`~.visitor.IRVisitor` walks the
+graphs and dispatches every node through :mod:`.registry` to the rules in :mod:`.rules`;
+:class:`~.emitter.Emitter` writes ops into an :class:`~helion_mlir.inliner.builder.MLIRBuilder`;
+ATen nodes go through :mod:`helion_mlir.importer` and are inlined by
+:mod:`helion_mlir.inliner` (see :mod:`.deferred_inline`).
+"""

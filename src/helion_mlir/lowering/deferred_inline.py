@@ -1,0 +1,111 @@
+"""Inline a kernel's ATen ops after one torch-mlir pipeline run for all of them.
+
+Lowering ATen nodes one at a time costs a pipeline run each (a few milliseconds, much of
+it fixed); one run over every node of a kernel costs about half as much per node. The emitter cannot wait for
+an op's text, though: the ops after it use its results. So each ATen op gets its result
+names at once, and a :class:`~helion_mlir.inliner.builder.Slot` in the builder where its inlined
+body goes once the whole kernel has been visited and its ATen nodes lowered together.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from torch import fx
+
+from ..importer.cache import Results
+from ..importer.node_importer import ImportBatch, TorchMLIRNodeImporter
+from ..importer.values import InputValue
+from ..inliner.builder import Slot
+from ..inliner.rewrite import inline_torch_mlir_output
+from .emitter import Emitter
+
+__all__ = ["DeferredInliner", "QueuedImport"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class QueuedImport:
+    """A node queued for import: where it is in the batch, and what its results are."""
+
+    position: int
+    results: Results
+
+
+@dataclass
+class _Job:
+    position: int  # of the request in the import batch
+    slot: Slot
+    operands: list[str]
+    location: str | None
+    result_names: list[str] | None
+    bind: Callable[[list[str]], None]
+
+
+class DeferredInliner:
+    """The ATen imports of one emission: queued in program order, inlined by :meth:`flush`."""
+
+    def __init__(self, importer: TorchMLIRNodeImporter, ops: Emitter) -> None:
+        self.importer = importer
+        self.ops = ops
+        self._batch = ImportBatch(importer)
+        self._jobs: list[_Job] = []
+
+    def queue(
+        self, node: fx.Node, import_inputs: Sequence[InputValue], *, report_as: fx.Node | None = None
+    ) -> QueuedImport:
+        """Queue ``node`` for import (see :meth:`ImportBatch.add`); its results' shapes and
+        dtypes are known at once. Errors name ``report_as`` (default: ``node``)."""
+        position = self._batch.add(node, import_inputs, report_as=report_as)
+        return QueuedImport(position, self._batch.results(position))
+
+    def inline_later(
+        self,
+        queued: QueuedImport,
+        operands: Sequence[str],
+        *,
+        result_names: Sequence[str] | None,
+        bind: Callable[[list[str]], None],
+    ) -> None:
+        """Keep the current place in the builder for a queued node's body.
+
+        At :meth:`flush` the lowered body is inlined there with ``operands`` for the
+        function's arguments, the results taking ``result_names`` where they can (see
+        :func:`~helion_mlir.inliner.rewrite.inline_torch_mlir_output`); ``bind`` then gets the names
+        the results have and emits whatever gives them their final names.
+        """
+        slot = self.ops.builder.slot()
+        names = list(result_names) if result_names is not None else None
+        self._jobs.append(_Job(queued.position, slot, list(operands), self.ops.location, names, bind))
+
+    def check(self) -> None:
+        """Lower what is queued; raise the first queued node's error, if any.
+
+        An emission that fails at some node calls this first, so that an earlier ATen
+        node's failure is the one reported.
+        """
+        self._batch.run()
+
+    def flush(self) -> None:
+        """Lower every queued node with one pipeline run and inline each into its slot."""
+        if not self._jobs:
+            return
+        texts = self._batch.run()
+        builder, location = self.ops.builder, self.ops.location
+        try:
+            for job in self._jobs:
+                self.ops.location = job.location
+                with builder.filling(job.slot):
+                    returned = inline_torch_mlir_output(
+                        texts[job.position], job.operands, builder, location=job.location,
+                        result_names=job.result_names,
+                    )
+                    job.bind(returned)
+        finally:
+            self.ops.location = location
+        log.debug("inlined %d ATen ops lowered in one batch", len(self._jobs))
+        self._batch = ImportBatch(self.importer)
+        self._jobs = []

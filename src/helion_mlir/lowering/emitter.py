@@ -1,0 +1,342 @@
+"""Small MLIR emission helpers shared by the lowering rules.
+
+The :class:`Emitter` wraps an :class:`MLIRBuilder` with the vocabulary the rules need:
+constants (cached per region so a constant always dominates its uses), scalar casts,
+elementwise ``linalg.generic`` with broadcasting, fills, and ``scf.for`` loops that
+carry values. Every op it emits gets the current kernel source location.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+
+import torch
+
+from ..errors import HelionMLIRError
+from ..inliner.builder import MLIRBuilder
+from ..mlir_types import DTYPES_OF_ELEMENT_TYPES, element_type, literal, tensor_type
+from .values import Scalar, Tensor
+
+__all__ = ["Emitter", "Value", "scalar_convert_op"]
+
+Value = Tensor | Scalar
+
+_FLOAT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+_INT_WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+
+
+def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], signed: bool = True) -> tuple[list[str], str]:
+    """Lines converting scalar ``ssa`` from MLIR type ``src`` to ``dst`` (torch cast semantics)."""
+    if src == dst:
+        return [], ssa
+    out = fresh()
+    if src == "index" or dst == "index":
+        if src == "index" and dst in _INT_WIDTH:
+            return [f"{out} = arith.index_cast {ssa} : index to {dst}"], out
+        if dst == "index" and src in _INT_WIDTH:
+            return [f"{out} = arith.index_cast {ssa} : {src} to index"], out
+        mid_lines, mid = scalar_convert_op(src, "i64", ssa, fresh, signed)
+        tail_lines, res = scalar_convert_op("i64", dst, mid, fresh, signed)
+        return mid_lines + tail_lines, res
+    if src in _FLOAT_WIDTH and dst in _FLOAT_WIDTH:
+        if src in ("f16", "bf16") and dst in ("f16", "bf16"):
+            mid = fresh()
+            return [f"{mid} = arith.extf {ssa} : {src} to f32", f"{out} = arith.truncf {mid} : f32 to {dst}"], out
+        op = "arith.extf" if _FLOAT_WIDTH[dst] > _FLOAT_WIDTH[src] else "arith.truncf"
+        return [f"{out} = {op} {ssa} : {src} to {dst}"], out
+    if src in _INT_WIDTH and dst in _FLOAT_WIDTH:
+        op = "arith.uitofp" if (src == "i1" or not signed) else "arith.sitofp"
+        return [f"{out} = {op} {ssa} : {src} to {dst}"], out
+    if src in _FLOAT_WIDTH and dst in _INT_WIDTH:
+        if dst == "i1":
+            zero = fresh()
+            return [f"{zero} = arith.constant 0.0 : {src}", f"{out} = arith.cmpf une, {ssa}, {zero} : {src}"], out
+        return [f"{out} = arith.fptosi {ssa} : {src} to {dst}"], out
+    if src in _INT_WIDTH and dst in _INT_WIDTH:
+        if dst == "i1":
+            zero = fresh()
+            return [f"{zero} = arith.constant 0 : {src}", f"{out} = arith.cmpi ne, {ssa}, {zero} : {src}"], out
+        if _INT_WIDTH[dst] > _INT_WIDTH[src]:
+            op = "arith.extui" if (src == "i1" or not signed) else "arith.extsi"
+        else:
+            op = "arith.trunci"
+        return [f"{out} = {op} {ssa} : {src} to {dst}"], out
+    raise HelionMLIRError(f"no conversion from {src} to {dst}")
+
+
+class Emitter:
+    """Emits ops into a builder with the current source location attached."""
+
+    def __init__(self, builder: MLIRBuilder) -> None:
+        self.builder = builder
+        self.location: str | None = None  # an MLIR location body, e.g. '"k.py":12:4'
+        self._constant_scopes: list[dict[tuple[str, str], Scalar]] = [{}]
+
+    # -- basics ----------------------------------------------------------------------------
+    def fresh(self, hint: str = "v") -> str:
+        return self.builder.fresh(hint)
+
+    def loc_suffix(self) -> str:
+        return f" loc({self.location})" if self.location else ""
+
+    def op(self, text: str) -> None:
+        """Emit a single-line op, with the current location."""
+        self.builder.emit(text + self.loc_suffix())
+
+    @contextlib.contextmanager
+    def region(self, header: str, footer: str = "}", *, locate_footer: bool = True) -> Iterator[None]:
+        """Emit ``header``, an indented region body, then ``footer``.
+
+        The footer closes the op and gets the location, unless it only separates two
+        regions of one op (``} else {``, ``} do {``): pass ``locate_footer=False``.
+        """
+        if header:
+            self.builder.emit(header)
+        self._constant_scopes.append({})
+        try:
+            with self.builder.indented():
+                yield
+        finally:
+            self._constant_scopes.pop()
+        self.builder.emit(footer + (self.loc_suffix() if locate_footer else ""))
+
+    # -- scalars ------------------------------------------------------------------------------
+    def const(self, value: float | int | bool, mlir_type: str) -> Scalar:
+        """An ``arith.constant``, reused while still in scope."""
+        if mlir_type == "index":
+            text = str(int(value))
+        else:
+            dtype = DTYPES_OF_ELEMENT_TYPES[mlir_type]
+            text = literal(value, dtype)
+        key = (text, mlir_type)
+        for scope in reversed(self._constant_scopes):
+            if key in scope:
+                return scope[key]
+        ssa = self.fresh("c")
+        typed = text if mlir_type == "i1" else f"{text} : {mlir_type}"  # `true`/`false` carry their type
+        self.op(f"{ssa} = arith.constant {typed}")
+        result = Scalar(ssa, mlir_type)
+        self._constant_scopes[-1][key] = result
+        return result
+
+    def index(self, value: "Scalar | int") -> Scalar:
+        """``value`` as an ``index`` SSA value."""
+        if isinstance(value, Scalar):
+            return self.convert(value, "index")
+        return self.const(int(value), "index")
+
+    def convert(self, value: "Scalar | int | float | bool", mlir_type: str) -> Scalar:
+        """Scalar conversion with torch's cast semantics."""
+        if not isinstance(value, Scalar):
+            return self.const(value, mlir_type)
+        lines, ssa = scalar_convert_op(value.type, mlir_type, value.ssa, lambda: self.fresh("cv"))
+        for line in lines:
+            self.op(line)
+        return Scalar(ssa, mlir_type)
+
+    def binary(self, opname: str, a: Scalar, b: Scalar, result_type: str | None = None) -> Scalar:
+        out = self.fresh("s")
+        if opname.startswith("arith.cmp"):
+            pred_op, pred = opname.rsplit(" ", 1)
+            self.op(f"{out} = {pred_op} {pred}, {a.ssa}, {b.ssa} : {a.type}")
+            return Scalar(out, "i1")
+        self.op(f"{out} = {opname} {a.ssa}, {b.ssa} : {a.type}")
+        return Scalar(out, result_type or a.type)
+
+    def lanes_in_bounds(self, bounds: Sequence[tuple[str, "Scalar | int"]]) -> str | None:
+        """An ``i1`` that is true when every ``lane < extent`` (lanes are ``index`` SSA names);
+        None when there is nothing to check."""
+        cond: str | None = None
+        for lane, extent in bounds:
+            inside = self.fresh("inb")
+            self.op(f"{inside} = arith.cmpi slt, {lane}, {self.index(extent).ssa} : index")
+            if cond is not None:
+                both = self.fresh("inb")
+                self.op(f"{both} = arith.andi {cond}, {inside} : i1")
+                inside = both
+            cond = inside
+        return cond
+
+    def min_index(self, a: Scalar, b: Scalar) -> Scalar:
+        return self.binary("arith.minsi", a, b)
+
+    # -- tensors ------------------------------------------------------------------------------
+    def empty(self, shape: Sequence[int | None], dtype: torch.dtype, dynamic_sizes: Sequence[Scalar] = ()) -> Tensor:
+        ssa = self.fresh("empty")
+        sizes = ", ".join(s.ssa for s in dynamic_sizes)
+        self.op(f"{ssa} = tensor.empty({sizes}) : {tensor_type(shape, dtype)}")
+        return Tensor(ssa, tuple(shape), dtype)
+
+    def fill(self, shape: Sequence[int | None], dtype: torch.dtype, value: "Scalar | int | float | bool",
+             dynamic_sizes: Sequence[Scalar] = ()) -> Tensor:
+        scalar = self.convert(value, element_type(dtype)) if isinstance(value, Scalar) else self.const(value, element_type(dtype))
+        empty = self.empty(shape, dtype, dynamic_sizes)
+        ssa = self.fresh("full")
+        self.op(f"{ssa} = linalg.fill ins({scalar.ssa} : {scalar.type}) outs({empty.ssa} : {empty.type}) -> {empty.type}")
+        return Tensor(ssa, tuple(shape), dtype)
+
+    def dim(self, tensor: Tensor, axis: int) -> "Scalar | int":
+        """Size of one dimension: an int when static, else ``tensor.dim``."""
+        size = tensor.shape[axis]
+        if size is not None:
+            return size
+        idx = self.index(axis)
+        ssa = self.fresh("dim")
+        self.op(f"{ssa} = tensor.dim {tensor.ssa}, {idx.ssa} : {tensor.type}")
+        return Scalar(ssa, "index")
+
+    def elementwise(
+        self,
+        inputs: Sequence[Tensor],
+        out_shape: Sequence[int | None],
+        out_dtype: torch.dtype,
+        body: Callable[[list[str], Callable[[int], str]], str],
+        *,
+        hint: str = "ew",
+    ) -> Tensor:
+        """A parallel ``linalg.generic`` over ``out_shape`` with numpy broadcasting of inputs.
+
+        ``body(block_args, index_of)`` emits the scalar computation (through ``self.op``)
+        and returns the SSA name of the result; ``index_of(d)`` gives ``linalg.index d``.
+        """
+        rank = len(out_shape)
+        dims = [f"d{i}" for i in range(rank)]
+        maps = []
+        for t in inputs:
+            lead = rank - t.rank
+            if lead < 0:
+                raise HelionMLIRError(f"cannot broadcast {t.type} to rank {rank}")
+            exprs = []
+            for i, size in enumerate(t.shape):
+                out_size = out_shape[lead + i]
+                exprs.append("0" if size == 1 and out_size != 1 else dims[lead + i])
+            maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(exprs)})>")
+        maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>")
+        dynamic = [self._dynamic_size(inputs, rank, axis) for axis, s in enumerate(out_shape) if s is None]
+        init = self.empty(out_shape, out_dtype, dynamic)
+        result = self.fresh(hint)
+        out_type = tensor_type(out_shape, out_dtype)
+        ins = ""
+        if inputs:
+            ins = f" ins({', '.join(t.ssa for t in inputs)} : {', '.join(t.type for t in inputs)})"
+        iterators = ", ".join(['"parallel"'] * rank)
+        header = (
+            f"{result} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iterators}]}}"
+            f"{ins} outs({init.ssa} : {init.type}) {{"
+        )
+        block_args = [self.fresh("in") for _ in inputs]
+        out_arg = self.fresh("out")
+        arg_decls = ", ".join(
+            [f"{a}: {element_type(t.dtype)}" for a, t in zip(block_args, inputs)] + [f"{out_arg}: {element_type(out_dtype)}"]
+        )
+        index_cache: dict[int, str] = {}
+
+        def index_of(d: int) -> str:
+            if d not in index_cache:
+                ssa = self.fresh("i")
+                self.op(f"{ssa} = linalg.index {d} : index")
+                index_cache[d] = ssa
+            return index_cache[d]
+
+        with self.region(header, f"}} -> {out_type}"):
+            self.builder.emit(f"^bb0({arg_decls}):")
+            value = body(block_args, index_of)
+            self.op(f"linalg.yield {value} : {element_type(out_dtype)}")
+        return Tensor(result, tuple(out_shape), out_dtype)
+
+    def _dynamic_size(self, inputs: Sequence[Tensor], rank: int, axis: int) -> Scalar:
+        for t in inputs:
+            lead = rank - t.rank
+            if axis >= lead and t.shape[axis - lead] is None:
+                size = self.dim(t, axis - lead)
+                assert isinstance(size, Scalar)
+                return size
+        raise HelionMLIRError("a dynamic output dimension has no input to take its size from")
+
+    def slice_prefix(self, value: Tensor, extents: Sequence["Scalar | int"]) -> Tensor:
+        """The leading ``extents`` lanes of every dimension (the in-bounds part of a tile)."""
+        shape = tuple(e if isinstance(e, int) else None for e in extents)
+        if shape == value.shape:
+            return value
+        zeros = ", ".join("0" for _ in extents)
+        sizes = ", ".join(str(e) if isinstance(e, int) else e.ssa for e in extents)
+        ones = ", ".join("1" for _ in extents)
+        result = Tensor(self.fresh("valid"), shape, value.dtype)
+        self.op(f"{result.ssa} = tensor.extract_slice {value.ssa}[{zeros}] [{sizes}] [{ones}] : {value.type} to {result.type}")
+        return result
+
+    def cast(self, value: Tensor, dtype: torch.dtype) -> Tensor:
+        """Elementwise dtype conversion with torch semantics (no-op when equal)."""
+        if value.dtype == dtype:
+            return value
+        src, dst = element_type(value.dtype), element_type(dtype)
+        signed = value.dtype not in (torch.bool, torch.uint8)
+
+        def body(args: list[str], _index: Callable[[int], str]) -> str:
+            lines, ssa = scalar_convert_op(src, dst, args[0], lambda: self.fresh("cv"), signed)
+            for line in lines:
+                self.op(line)
+            return ssa
+
+        return self.elementwise([value], value.shape, dtype, body, hint="cast")
+
+    def broadcast_to(self, value: Tensor, shape: Sequence[int | None]) -> Tensor:
+        if tuple(value.shape) == tuple(shape):
+            return value
+        return self.elementwise([value], shape, value.dtype, lambda args, _i: args[0], hint="bcast")
+
+    # -- loops --------------------------------------------------------------------------------
+    def for_loop(
+        self,
+        lower: "Scalar | int",
+        upper: "Scalar | int",
+        step: "Scalar | int",
+        carried: Sequence[Value],
+        body: Callable[[Scalar, list[Value]], Sequence[Value]],
+        *,
+        hint: str = "loop",
+    ) -> list[Value]:
+        """``scf.for`` from ``lower`` to ``upper`` carrying ``carried``; returns their final values.
+
+        ``body(iv, current)`` emits the loop body and returns the next values, which must
+        have the types of ``carried``.
+        """
+        lower, upper, step = self.index(lower), self.index(upper), self.index(step)
+        iv = Scalar(self.fresh("iv"), "index")
+        iter_names = [self.fresh("it") for _ in carried]
+        types = [_type_of(v) for v in carried]
+        result = self.fresh(hint)
+        header = f"scf.for {iv.ssa} = {lower.ssa} to {upper.ssa} step {step.ssa}"
+        if carried:
+            inits = ", ".join(f"{n} = {v.ssa}" for n, v in zip(iter_names, carried))
+            results = f"{result}:{len(carried)}" if len(carried) > 1 else result
+            header = f"{results} = {header} iter_args({inits}) -> ({', '.join(types)})"
+        current = [_rebind(v, n) for v, n in zip(carried, iter_names)]
+        with self.region(header + " {"):
+            nexts = list(body(iv, current))
+            if len(nexts) != len(carried):
+                raise HelionMLIRError("loop body returned a different number of values than it carries")
+            for n, v in zip(nexts, carried):
+                if _type_of(n) != _type_of(v):
+                    raise HelionMLIRError(f"loop-carried value changes type: {_type_of(v)} -> {_type_of(n)}")
+            if carried:
+                self.op(f"scf.yield {', '.join(v.ssa for v in nexts)} : {', '.join(types)}")
+        return _results(result, carried)
+
+
+def _type_of(value: Value) -> str:
+    return value.type
+
+
+def _rebind(template: Value, ssa: str) -> Value:
+    if isinstance(template, Tensor):
+        return Tensor(ssa, template.shape, template.dtype)
+    return Scalar(ssa, template.type)
+
+
+def _results(result: str, templates: Sequence[Value]) -> list[Value]:
+    if len(templates) == 1:
+        return [_rebind(templates[0], result)]
+    return [_rebind(t, f"{result}#{i}") for i, t in enumerate(templates)]
+

@@ -1,0 +1,364 @@
+"""What the lowering needs to know about a bound Helion kernel, gathered in one place.
+
+A :class:`KernelModel` answers: which graphs to lower (reduction rolling applied for the
+chosen config), what the emitted function's arguments and results are (the ABI in
+``docs/abi.md``), the static size of every block (tile) dimension, the range of every
+top-level tile loop, what each symbol of the device IR stands for, and which host
+tensors each graph writes (the values a loop or branch must carry).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import helion
+import sympy
+import torch
+from torch import fx
+
+from ..errors import HelionMLIRError
+from ..mlir_types import scalar_type_of_python, tensor_type
+from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
+
+__all__ = ["KernelModel", "FunctionArg", "LoopDim", "RootLoop", "resolve_config"]
+
+log = logging.getLogger(__name__)
+
+_CODEGEN_GRAPHS: "weakref.WeakKeyDictionary[Any, dict[Any, tuple[list[Any], set[int]]]]" = weakref.WeakKeyDictionary()
+
+WRITING_TARGET_NAMES = frozenset(
+    {
+        "store",
+        "atomic_add",
+        "atomic_and",
+        "atomic_or",
+        "atomic_xor",
+        "atomic_max",
+        "atomic_min",
+        "atomic_xchg",
+        "atomic_cas",
+    }
+)
+GRAPH_CALL_TARGET_NAMES = frozenset({"_for_loop", "_for_loop_step", "_if", "_while_loop", "_reduce", "_associative_scan"})
+
+
+def target_name(node: fx.Node) -> str:
+    """The bare function name of a node target (``store``, ``_for_loop``)."""
+    return getattr(node.target, "__name__", str(node.target))
+
+
+def is_helion_target(node: fx.Node, name: str) -> bool:
+    module = getattr(node.target, "__module__", "") or ""
+    return node.op == "call_function" and module.startswith("helion") and target_name(node) == name
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionArg:
+    """One argument of the emitted function."""
+
+    name: str  # host variable name; the SSA name is ``%<name>``
+    kind: str  # "tensor" or "scalar"
+    mlir_type: str
+    fake: Any  # FakeTensor for tensors; SymInt/SymFloat/int/float for scalars
+    written: bool = False
+    is_kernel_param: bool = True
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        return tuple(d if isinstance(d, int) else None for d in self.fake.shape)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.fake.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopDim:
+    """One dimension of a top-level tile loop: ``for off in range(begin, end, block_size)``."""
+
+    block_id: int
+    begin: Any  # int, SymInt or sympy expression
+    end: Any
+    block_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RootLoop:
+    graph_id: int
+    phase: int
+    dims: tuple[LoopDim, ...]
+    location: Any = None  # Helion SourceLocation of the ``for`` statement
+
+
+def resolve_config(bound: Any, config: Any = None) -> Any:
+    """The config to lower with: explicit, the bound kernel's, the kernel's single config, or the default."""
+    if config is not None:
+        return config if isinstance(config, helion.Config) else helion.Config(**config)
+    for attr in ("_config",):
+        cfg = getattr(bound, attr, None)
+        if isinstance(cfg, helion.Config):
+            return cfg
+    configs = list(getattr(bound.kernel, "configs", []) or [])
+    if len(configs) >= 1:
+        return configs[0]
+    return bound.config_spec.default_config()
+
+
+class KernelModel:
+    """Facts about one bound kernel under one config."""
+
+    def __init__(self, bound: Any, config: Any = None) -> None:
+        self.bound = bound
+        self.config = resolve_config(bound, config)
+        self.host_function = bound.host_function
+        if self.host_function is None:
+            raise HelionMLIRError(
+                "this bound kernel has no device IR (was it created with ref_mode=EAGER?); "
+                "bind a kernel created without ref_mode"
+            )
+        self.device_ir = self.host_function.device_ir
+        self.name: str = self.host_function.name
+        # A symbol names the first block that owns it: Helion also creates reduction blocks
+        # over an existing tile dim, which reuse that tile's symbol.
+        self.block_vars: dict[sympy.Symbol, int] = {}
+        for info in bound.env.block_sizes:
+            if isinstance(info.var, torch.SymInt):
+                self.block_vars.setdefault(info.var._sympy_(), info.block_id)
+        with self.helion_env():
+            self.graphs, self.rolled_blocks = self._codegen_graphs()
+            self.block_sizes: dict[int, int] = {}
+            for info in bound.env.block_sizes:
+                size = info.from_config(self.config)
+                if isinstance(size, int):
+                    self.block_sizes[info.block_id] = size
+            self.root_loops = self._root_loops()
+        with self.helion_env():
+            self.persistent_reductions = self._persistent_reductions()
+        self.block_numel: dict[int, Any] = {info.block_id: info.size for info in bound.env.block_sizes}
+        self.reachable_graph_ids = self._reachable_graphs()
+        self.writes = self._writes_per_graph()
+        self.args, self.results = self._function_signature()
+
+    # -- Helion environment -------------------------------------------------------------
+    @contextlib.contextmanager
+    def helion_env(self) -> Iterator[None]:
+        """Helion's compile environment, which symbol and config queries need."""
+        with self.bound.env, self.host_function:
+            yield
+
+    # -- graphs -------------------------------------------------------------------------
+    def graph(self, graph_id: int) -> Any:
+        return self.graphs[graph_id]
+
+    def _codegen_graphs(self) -> tuple[list[Any], set[int]]:
+        """The graphs to lower and the rolled reduction block ids, shared by every emission
+        of this kernel under this config (Helion copies all graphs to build them; the
+        lowering only reads them)."""
+        per_config = _CODEGEN_GRAPHS.setdefault(self.device_ir, {})
+        found = per_config.get(self.config)
+        if found is None:
+            found = per_config[self.config] = self._build_codegen_graphs()
+        return found
+
+    def _build_codegen_graphs(self) -> tuple[list[Any], set[int]]:
+        """The graphs to lower and the rolled reduction block ids.
+
+        ``config.reduction_loops`` rolls reductions into loops over chunks; a kernel whose
+        rolled graphs hold a reduction kind the lowering cannot combine across chunks is
+        lowered in persistent form instead (same numbers, whole reduction dimensions).
+        """
+        graphs = self.device_ir.build_codegen_graphs(self.config, roll_reductions=True)
+        blocks = rolled_block_ids(graphs)
+        if not blocks:
+            return graphs, blocks
+        reason = unsupported_rolled_reduction(graphs, self.block_id_of)
+        if reason is None:
+            return graphs, blocks
+        log.warning("kernel %s: reduction_loops lowered in persistent form: %s", self.name, reason)
+        return self.device_ir.build_codegen_graphs(self.config, roll_reductions=False), set()
+
+    def _reachable_graphs(self) -> list[int]:
+        """Graph ids in program order: roots by phase, each graph before the graphs it calls
+        (so "first use" orders in the ABI follow the kernel's source)."""
+        seen: list[int] = []
+        for root in self.root_loops:
+            self._visit_graph(root.graph_id, seen)
+        return seen
+
+    def _visit_graph(self, gid: int, seen: list[int]) -> None:
+        # A method, not a recursive closure: those are reference cycles left to the collector.
+        if gid in seen:
+            return
+        seen.append(gid)
+        for node in self.graphs[gid].graph.nodes:
+            for callee in called_graph_ids(node):
+                self._visit_graph(callee, seen)
+
+    def _writes_per_graph(self) -> dict[int, list[str]]:
+        """Host tensor names written by each graph, including graphs it calls (first-write order)."""
+        memo: dict[int, list[str]] = {}
+        return {gid: self._writes_of(gid, memo) for gid in self.reachable_graph_ids}
+
+    def _writes_of(self, gid: int, memo: dict[int, list[str]]) -> list[str]:
+        if gid in memo:
+            return memo[gid]
+        memo[gid] = []
+        found: list[str] = []
+        for node in self.graphs[gid].graph.nodes:
+            if node.op != "call_function":
+                continue
+            if target_name(node) in WRITING_TARGET_NAMES and node.args:
+                name = host_tensor_name(node.args[0])
+                if name is not None and name not in found:
+                    found.append(name)
+            for sub in called_graph_ids(node):
+                found.extend(n for n in self._writes_of(sub, memo) if n not in found)
+        memo[gid] = found
+        return found
+
+    # -- the function signature ----------------------------------------------------------
+    def _function_signature(self) -> tuple[list[FunctionArg], list[str]]:
+        params = self.host_function.params.arguments
+        used: dict[str, Any] = {}
+        for gid in self.reachable_graph_ids:
+            for node in self.graphs[gid].graph.nodes:
+                name = host_tensor_name(node)
+                if name is not None and name not in used:
+                    used[name] = node.meta["val"]
+        written = {name for names in self.writes.values() for name in names}
+        args: list[FunctionArg] = []
+        for pname, value in params.items():
+            if isinstance(value, torch.Tensor):
+                args.append(FunctionArg(pname, "tensor", tensor_type(_static_shape(value), value.dtype),
+                                        value, written=pname in written))
+        for pname, value in params.items():
+            if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
+                args.append(FunctionArg(pname, "scalar", _scalar_mlir_type(value), value))
+        param_names = set(params)
+        for hname, fake in used.items():
+            if hname not in param_names:
+                args.append(FunctionArg(hname, "tensor", tensor_type(_static_shape(fake), fake.dtype),
+                                        fake, written=hname in written, is_kernel_param=False))
+        results = [a.name for a in args if a.kind == "tensor" and a.written]
+        return args, results
+
+    def arg(self, name: str) -> FunctionArg:
+        for a in self.args:
+            if a.name == name:
+                return a
+        raise HelionMLIRError(f"host tensor '{name}' is not an argument of kernel '{self.name}'")
+
+    # -- loops ----------------------------------------------------------------------------
+    def _root_loops(self) -> list[RootLoop]:
+        loops: list[RootLoop] = []
+        for phase_index, phase in enumerate(self.device_ir.phases):
+            for root_index, for_node in zip(phase.roots, phase.root_nodes):
+                block_ids = list(self.device_ir.grid_block_ids[root_index])
+                begins, ends, step = _tile_loop_range(for_node, len(block_ids))
+                dims = []
+                for bid, begin, end in zip(block_ids, begins, ends):
+                    size = self.block_sizes.get(bid)
+                    if step is not None or size is None:
+                        raise HelionMLIRError(
+                            f"top-level loop over block {bid} of kernel '{self.name}' has no static "
+                            "block size; give the kernel a helion.Config with block_sizes"
+                        )
+                    dims.append(LoopDim(bid, begin, end, size))
+                loops.append(RootLoop(self.device_ir.root_ids[root_index], phase_index, tuple(dims),
+                                      getattr(for_node, "_location", None)))
+        return loops
+
+    def _persistent_reductions(self) -> dict[int, Any]:
+        """Reduction dims kept whole: block id -> number of elements (int or SymInt).
+
+        They are lowered unpadded at their exact size; rolled ones (``rolled_blocks``) are
+        loops over chunks instead.
+        """
+        found: dict[int, Any] = {}
+        for info in self.bound.env.block_sizes:
+            if type(info.block_size_source).__name__ != "ReductionLoopBlockSizeSource":
+                continue
+            if info.block_id in self.rolled_blocks:
+                continue
+            owner = self.block_vars.get(info.var._sympy_()) if isinstance(info.var, torch.SymInt) else None
+            if owner == info.block_id:
+                found[info.block_id] = info.size
+        return found
+
+    def block_id_of(self, size: Any) -> int | None:
+        """The block id whose tile-size symbol ``size`` is (a dimension of a tile-shaped value)."""
+        if isinstance(size, torch.SymInt):
+            size = size._sympy_()
+        if isinstance(size, sympy.Symbol):
+            return self.block_vars.get(size)
+        return None
+
+    def symbol_origin(self, symbol: sympy.Symbol) -> Any:
+        entry = self.host_function.expr_to_origin.get(symbol)
+        return None if entry is None else entry.origin
+
+
+def host_tensor_name(node: Any) -> str | None:
+    """The host variable behind a ``_host_tensor(name)`` node, else None."""
+    if isinstance(node, fx.Node) and is_helion_target(node, "_host_tensor"):
+        return str(node.args[0])
+    return None
+
+
+def called_graph_ids(node: fx.Node) -> list[int]:
+    """Graph ids a control-flow or combine-function node refers to."""
+    if node.op != "call_function":
+        return []
+    name = target_name(node)
+    if name not in GRAPH_CALL_TARGET_NAMES:
+        return []
+    if name == "_if":
+        return [int(node.args[1]), int(node.args[2])]
+    if name == "_while_loop":
+        return [int(node.args[0]), int(node.args[1])]
+    return [int(node.args[0])]
+
+
+def _static_shape(fake: torch.Tensor) -> tuple[int | None, ...]:
+    return tuple(d if isinstance(d, int) else None for d in fake.shape)
+
+
+def _scalar_mlir_type(value: Any) -> str:
+    if isinstance(value, torch.SymBool):
+        return "i1"
+    if isinstance(value, torch.SymInt):
+        return "i64"
+    if isinstance(value, torch.SymFloat):
+        return "f64"
+    return scalar_type_of_python(value)
+
+
+def _tile_loop_range(for_node: Any, ndims: int) -> tuple[list[Any], list[Any], Any]:
+    """Begin and end per dimension of a top-level ``hl.tile``/``hl.grid`` loop, from its AST."""
+    call = for_node.iter
+    fn = call.func._type_info.proxy()
+    args = [a._type_info.proxy() for a in call.args]
+    kwargs = {k.arg: k.value._type_info.proxy() for k in call.keywords}
+    bound_args = fn._signature.bind(*args, **kwargs)
+    bound_args.apply_defaults()
+    a = bound_args.arguments
+    first, second = a.get("begin_or_end"), a.get("end_or_none")
+    step = a.get("step")
+    if second is None:
+        begins: Any = [0] * ndims
+        ends: Any = first
+    else:
+        begins, ends = first, second
+    if not isinstance(begins, (list, tuple)):
+        begins = [begins]
+    if not isinstance(ends, (list, tuple)):
+        ends = [ends]
+    if len(begins) != ndims or len(ends) != ndims:
+        raise HelionMLIRError(f"cannot match the loop range of {fn.__qualname__} to {ndims} grid dimensions")
+    return list(begins), list(ends), step
+

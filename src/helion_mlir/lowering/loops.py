@@ -1,0 +1,59 @@
+"""Tile loops: a nest of ``scf.for`` over the tiles of some block ids, each level
+activating its :class:`Tile`. Used for the kernel's top-level grid (by
+:mod:`helion_mlir.generate`) and for device loops and rolled reductions (by the rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .emitter import Value
+from .values import Scalar, Tile
+
+if TYPE_CHECKING:
+    from .visitor import IRVisitor
+
+__all__ = ["emit_tile_loops"]
+
+
+def _tile_for(v: "IRVisitor", block_id: int, iv: Scalar, begin: Any, end: Any, size: int, divisible: bool) -> Tile:
+    if divisible:
+        return Tile(block_id, iv, size, size, begin, end)
+    remaining = v.ops.binary("arith.subi", v.ops.index(end), iv)
+    extent = v.ops.min_index(v.ops.index(size), remaining)
+    return Tile(block_id, iv, size, extent, begin, end)
+
+
+def emit_tile_loops(
+    v: "IRVisitor",
+    block_ids: Sequence[int],
+    begins: Sequence[Any],
+    ends: Sequence[Any],
+    steps: Sequence[int | None],
+    carried: list[Value],
+    body: Any,
+) -> list[Value]:
+    """A nest of ``scf.for`` over the tiles of ``block_ids``; ``body(carried) -> next``.
+
+    Each level activates its :class:`Tile` (static size from the config; extent clipped
+    with ``arith.minsi`` unless the range is known to divide evenly).
+    """
+    if not block_ids:
+        return list(body(carried))
+    block_id, begin, end, step = block_ids[0], begins[0], ends[0], steps[0]
+    size = 1 if step is not None else v.model.block_sizes[block_id]
+    stride = step if step is not None else size
+    divisible = size == 1 or (isinstance(begin, int) and isinstance(end, int) and (end - begin) % size == 0)
+    previous = v.tiles.get(block_id)
+
+    def level(iv: Scalar, current: list[Value]) -> list[Value]:
+        v.tiles[block_id] = _tile_for(v, block_id, iv, begin, end, size, divisible)
+        return emit_tile_loops(v, block_ids[1:], begins[1:], ends[1:], steps[1:], current, body)
+
+    try:
+        return v.ops.for_loop(v.ops.index(begin), v.ops.index(end), v.ops.index(stride), carried, level, hint="tiles")
+    finally:
+        if previous is None:
+            v.tiles.pop(block_id, None)
+        else:
+            v.tiles[block_id] = previous

@@ -1,0 +1,329 @@
+"""ATen and prims ops: lowered per node through torch-mlir, then inlined.
+
+Tile-shaped inputs are passed with their static tile shapes (from the config), so
+torch-mlir sees static shapes and the per-node cache is shared by every node with the
+same signature. Compile-time-known scalars are baked into the node as literals;
+runtime scalars become scalar operands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import fx
+
+from ...errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError
+from ...importer.cache import Results, ResultSpec
+from ...importer.normalize import node_inputs
+from ...importer.rewrites import scalar_tensor_dtype
+from ...importer.values import TensorSpec
+from ...mlir_types import element_type
+from ...output_type import OutputType
+from ..helion_compat import original_args
+from ..registry import register_family
+from ..values import HostRef, Scalar, Tensor
+
+if TYPE_CHECKING:
+    from ..visitor import IRVisitor
+
+__all__ = ["is_aten_op", "lower_aten_op", "import_and_inline", "twin_node"]
+
+
+def is_aten_op(target: Any) -> bool:
+    """ATen and prims overloads go through torch-mlir."""
+    return isinstance(target, torch._ops.OpOverload) and target.namespace in ("aten", "prims")
+
+
+@register_family(is_aten_op)
+def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
+    recorded = original_args(node)
+    if recorded is None and "lowering" in node.meta:
+        raise NodeNormalizationError(
+            node,
+            "the kernel was bound before helion_mlir was imported, so Helion's lowering pass may "
+            "have dropped inputs of this node",
+            hint="import helion_mlir before calling kernel.bind (in a new process, or with a new helion.kernel)",
+        )
+    args, kwargs = (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
+    target, numbers = node.target, {}
+    if v.importer.output_type is not OutputType.RAW:  # raw output stays the op as traced
+        target = tensor_operand_overload(node.target, args, kwargs)
+        args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
+    if not numbers and target is node.target and args == node.args and kwargs == dict(node.kwargs):
+        return _checked(v, node, import_and_inline(v, node, _input_values(v, node)))
+    # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
+    # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
+    scratch = fx.Graph()  # short-lived: its nodes die young, as garbage a cheap collection frees
+    stand_ins = {slot: scratch.call_function(torch.ops.aten.scalar_tensor.default, (0,)) for slot in numbers}
+    args = tuple(stand_ins.get(("arg", i), a) for i, a in enumerate(args))
+    kwargs = {k: stand_ins.get(("kwarg", k), a) for k, a in kwargs.items()}
+    try:
+        with twin_node(node, target, args, kwargs, scratch) as twin:
+            values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
+            return _checked(v, node, import_and_inline(v, twin, values, report_as=node))
+    except UnsupportedNodeError as err:  # report it for the node the user's graph has
+        raise err.about(node) from None
+    finally:
+        for stand_in in stand_ins.values():
+            scratch.erase_node(stand_in)
+
+
+@contextlib.contextmanager
+def twin_node(
+    node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], scratch: fx.Graph | None = None
+) -> Iterator[fx.Node]:
+    """A stand-in for ``node`` computing ``target(*args, **kwargs)``, with ``node``'s metadata.
+
+    It lives in a scratch graph (a new one unless given), so the kernel's graphs keep no
+    trace of it, not even its name; it is erased on leaving the ``with`` block.
+    """
+    graph = scratch if scratch is not None else fx.Graph()
+    twin = graph.call_function(target, args, kwargs)
+    twin.meta = {k: val for k, val in node.meta.items() if k != "lowering"}
+    try:
+        yield twin
+    finally:
+        graph.erase_node(twin)
+
+
+def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The sibling overload taking tensors where ``target`` takes scalars (``lt.Scalar`` ->
+    ``lt.Tensor``, ``pow.Scalar`` -> ``pow.Tensor_Tensor``); ``target`` itself when there is
+    none. torch-mlir's backends legalize the scalar forms only with constant scalars, and
+    tosa not even then; the tensor forms work with every output type."""
+    if target in _SHIFT_AS_TENSOR_OP:
+        return _SHIFT_AS_TENSOR_OP[target]
+    schema = getattr(target, "_schema", None)
+    if schema is None or not any(_is_scalar_type(a.type) for a in schema.arguments):
+        return target
+    for name in target.overloadpacket.overloads():
+        candidate = getattr(target.overloadpacket, name)
+        other = candidate._schema
+        if other.is_mutable or len(other.arguments) != len(schema.arguments) or len(other.returns) != len(schema.returns):
+            continue
+        upgrades = 0
+        for mine, theirs in zip(schema.arguments, other.arguments):
+            if str(mine.type) == str(theirs.type):
+                continue
+            if _is_scalar_type(mine.type) and isinstance(theirs.type, torch._C.TensorType):
+                upgrades += 1
+                continue
+            break
+        else:
+            if upgrades:
+                return candidate
+    return target
+
+
+# torch-mlir has the bitwise_*_shift tensor forms but not the __*shift__ ones.
+_SHIFT_AS_TENSOR_OP = {
+    torch.ops.aten.__rshift__.Scalar: torch.ops.aten.bitwise_right_shift.Tensor,
+    torch.ops.aten.__lshift__.Scalar: torch.ops.aten.bitwise_left_shift.Tensor,
+    torch.ops.aten.__rshift__.Tensor: torch.ops.aten.bitwise_right_shift.Tensor,
+    torch.ops.aten.__lshift__.Tensor: torch.ops.aten.bitwise_left_shift.Tensor,
+}
+
+
+def _is_scalar_type(t: Any) -> bool:
+    return str(t) in ("Scalar", "number", "float", "int")
+
+
+def _numbers_as_tensors(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any], dict[tuple[str, Any], Any]]:
+    """Find numbers (literals or scalar nodes) in tensor-typed slots of the op's schema.
+
+    torch-mlir turns ``add.Tensor(x, 2.0)`` into ``add.Scalar``, which tosa cannot
+    legalize with a runtime scalar, and rejects a literal in a tensor slot outright
+    (``div.Tensor_mode(x, 3)``). Such numbers become 0-d tensor inputs instead.
+    """
+    schema = getattr(target, "_schema", None)
+    found: dict[tuple[str, Any], Any] = {}
+    if schema is None:
+        return args, kwargs, found
+    for i, spec in enumerate(schema.arguments):
+        if not isinstance(spec.type, torch._C.TensorType):
+            continue
+        slot, value = (("arg", i), args[i]) if i < len(args) else (("kwarg", spec.name), kwargs.get(spec.name))
+        is_scalar_node = isinstance(value, fx.Node) and isinstance(
+            value.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)
+        )
+        if is_scalar_node or (isinstance(value, (int, float, bool)) and not isinstance(value, type(None))):
+            found[slot] = value
+    return args, kwargs, found
+
+
+def _zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -> Tensor:
+    """``number`` as a 0-d tensor that promotes with ``partners`` as the plain number would."""
+    value = v.value(number) if isinstance(number, fx.Node) else number
+    if isinstance(value, Tensor):
+        return value
+    sample = _scalar_kind(None, value)(0) if isinstance(value, Scalar) else value
+    dtype = scalar_tensor_dtype(sample, partners)
+    elt = element_type(dtype)
+    scalar = v.ops.convert(value, elt) if isinstance(value, Scalar) else v.ops.const(value, elt)
+    result = Tensor(v.ops.fresh("t0d"), (), dtype)
+    v.ops.op(f"{result.ssa} = tensor.from_elements {scalar.ssa} : {result.type}")
+    return result
+
+
+def _input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | None = None) -> list[Any]:
+    """The values of ``node``'s inputs (``numbers``: stand-in nodes for numbers to pass as
+    0-d tensors); a reduction over ragged tile dims gets only the in-bounds lanes (exact
+    for every reduction, mean and variance included)."""
+    inputs = node_inputs(node)
+    numbers = numbers or {}
+    partners = [x.dtype for x in (_resolved(v, n) for n in inputs if n not in numbers) if isinstance(x, Tensor)]
+    values = [_zero_dim_tensor(v, numbers[n], partners) if n in numbers else v.value(n) for n in inputs]
+    reduced = reduced_dims(node)
+    if reduced is None or not inputs or node.args[0] is not inputs[0]:
+        return values
+    source = v.tensor(inputs[0])
+    meta = inputs[0].meta.get("val")
+    if not isinstance(meta, torch.Tensor) or meta.dim() != source.rank:
+        return values
+    dims = range(source.rank) if reduced == "all" else [d % max(source.rank, 1) for d in reduced]
+    extents: list[Any] = []
+    clipped = False
+    for d in range(source.rank):
+        block_id = v.model.block_id_of(meta.shape[d])
+        tile = v.tiles.get(block_id) if block_id is not None else None
+        if d in dims and tile is not None and tile.ragged and source.shape[d] == tile.size:
+            extents.append(tile.extent)
+            clipped = True
+        else:
+            extents.append(source.shape[d] if source.shape[d] is not None else v.ops.dim(source, d))
+    if clipped:
+        values[0] = v.ops.slice_prefix(source, extents)
+    return values
+
+
+def _resolved(v: "IRVisitor", n: fx.Node) -> Any:
+    value = v.value(n)
+    return v.state[value.name] if isinstance(value, HostRef) else value
+
+
+def reduced_dims(node: fx.Node) -> list[int] | str | None:
+    """The dims a reduction op reduces ("all" for every dim), or None if it is not one."""
+    spec = _REDUCTIONS.get(node.target)
+    if spec is None:
+        return None
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if spec == "all" or dims is None or dims == []:
+        return "all"
+    return [int(d) for d in dims] if isinstance(dims, (list, tuple)) else [int(dims)]
+
+
+_aten = torch.ops.aten
+_REDUCTIONS: dict[Any, str] = {
+    op: "dims"
+    for op in (
+        _aten.sum.dim_IntList, _aten.mean.dim, _aten.amax.default, _aten.amin.default, _aten.max.dim,
+        _aten.min.dim, _aten.argmax.default, _aten.argmin.default, _aten.var.correction,
+        _aten.var_mean.correction, _aten.std.correction, _aten.prod.dim_int, _aten._softmax.default,
+        _aten._log_softmax.default, _aten.logsumexp.default, _aten.any.dim, _aten.all.dim,
+    )
+} | {op: "all" for op in (_aten.sum.default, _aten.mean.default, _aten.max.default, _aten.min.default, _aten.prod.default)}
+
+
+def _checked(v: "IRVisitor", node: fx.Node, result: Any) -> Any:
+    """Cast a result to the dtype the node's meta records (in-place ops keep their input dtype)."""
+    meta = node.meta.get("val")
+    if isinstance(result, Tensor) and isinstance(meta, torch.Tensor) and meta.dtype != result.dtype:
+        return v.ops.cast(result, meta.dtype)
+    return result
+
+
+def import_and_inline(
+    v: "IRVisitor", node: fx.Node, input_values: list[Any], *, report_as: fx.Node | None = None
+) -> Any:
+    """Queue ``node`` for import with the given input values; returns its result value(s).
+
+    ``input_values`` follows :func:`node_inputs` order: Tensors and Scalars become operands,
+    Python numbers are baked into the node. The results are named now and defined where
+    the op stands once the kernel's ATen ops are lowered together (see
+    :mod:`helion_mlir.lowering.deferred_inline`). Errors name ``report_as`` (default: ``node``).
+    """
+    resolved = [v.state[x.name] if isinstance(x, HostRef) else x for x in input_values]
+    import_inputs: list[Any] = []
+    operands: list[str] = []
+    for source, value in zip(node_inputs(node), resolved):
+        if isinstance(value, Tensor):
+            import_inputs.append(TensorSpec(value.shape, value.dtype))
+            operands.append(value.ssa)
+        elif isinstance(value, Scalar):
+            val = source.meta.get("val")
+            kind = _scalar_kind(val, value)
+            import_inputs.append(val if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else kind(1))
+            operands.append(v.ops.convert(value, {bool: "i1", int: "i64", float: "f64"}[kind]).ssa)
+        elif isinstance(value, (bool, int, float)):
+            import_inputs.append(value)
+        else:
+            raise HelionMLIRError(f"input '{source.name}' has a value torch-mlir cannot take: {value!r}")
+    reported = report_as if report_as is not None else node
+    raw = v.importer.output_type is OutputType.RAW
+    queued = v.deferred.queue(node, import_inputs, report_as=reported)
+    result = _named_results(v, reported.name, queued.results)
+    results = list(result) if isinstance(result, tuple) else [result]
+
+    def bind(returned: list[str]) -> None:
+        if len(returned) != len(results):
+            raise HelionMLIRError(f"torch-mlir returned {len(returned)} results, expected {len(results)}")
+        for name, value in zip(returned, results):
+            if raw:  # raw functions return torch types
+                v.ops.op(f"{value.ssa} = torch_c.to_builtin_tensor {name} : {vtensor_type(value)} -> {value.type}")
+            elif name != value.ssa:  # a result that could not take its name (see result_names)
+                v.ops.op(f"{value.ssa} = tensor.cast {name} : {value.type} to {value.type}")
+
+    if raw:
+        values = [x for x in resolved if isinstance(x, (Tensor, Scalar))]
+        operands = [_to_torch(v, operand, value) for operand, value in zip(operands, values)]
+    v.deferred.inline_later(queued, operands, result_names=None if raw else [r.ssa for r in results], bind=bind)
+    return result
+
+
+_TORCH_ELEMENT = {
+    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+    torch.int64: "si64", torch.int32: "si32", torch.int16: "si16", torch.int8: "si8",
+    torch.uint8: "ui8", torch.bool: "i1",
+}
+_TORCH_SCALAR = {"i64": ("!torch.int", "i64"), "f64": ("!torch.float", "f64"), "i1": ("!torch.bool", "i1")}
+
+
+def vtensor_type(value: Tensor) -> str:
+    """The torch dialect's value-tensor type of a builtin tensor value."""
+    dims = ",".join("?" if d is None else str(d) for d in value.shape)
+    return f"!torch.vtensor<[{dims}],{_TORCH_ELEMENT[value.dtype]}>"
+
+
+def _to_torch(v: "IRVisitor", ssa: str, value: Any) -> str:
+    """Raw output: torch-dialect functions take torch types; convert a builtin operand."""
+    out = v.ops.fresh("tt")
+    if isinstance(value, Tensor):
+        v.ops.op(f"{out} = torch_c.from_builtin_tensor {ssa} : {value.type} -> {vtensor_type(value)}")
+        return out
+    kind = {bool: "i1", int: "i64", float: "f64"}[_scalar_kind(None, value)]
+    v.ops.op(f"{out} = torch_c.from_{kind} {ssa}")
+    return out
+
+
+def _scalar_kind(val: Any, value: Scalar) -> type:
+    if isinstance(val, torch.SymBool) or value.type == "i1":
+        return bool
+    if isinstance(val, torch.SymFloat) or value.type in ("f64", "f32", "f16", "bf16"):
+        return float
+    return int
+
+
+def _named_results(v: "IRVisitor", hint: str, specs: Results) -> Any:
+    """Tensor values with fresh names for the op's result(s)."""
+    if isinstance(specs, tuple):
+        return tuple(_as_value(v.ops.fresh(f"{hint}_{i}_"), spec) for i, spec in enumerate(specs))
+    return _as_value(v.ops.fresh(hint), specs)
+
+
+def _as_value(name: str, spec: ResultSpec | None) -> Tensor:
+    if spec is None:
+        raise HelionMLIRError(f"result {name} of an ATen op is not a tensor")
+    return Tensor(name, spec.shape, spec.dtype)

@@ -1,0 +1,100 @@
+"""Views of device values: ``subscript`` (new axes, slices), ``split`` and ``join``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from helion.language import view_ops
+from torch import fx
+
+from ...errors import HelionMLIRError
+from ..registry import register_lowering
+from ..values import Tensor
+
+if TYPE_CHECKING:
+    from ..visitor import IRVisitor
+
+
+def expand_dims(v: "IRVisitor", value: Tensor, new_axes: list[int]) -> Tensor:
+    """Insert unit dimensions at the output positions ``new_axes``."""
+    if not new_axes:
+        return value
+    out_rank = value.rank + len(new_axes)
+    shape: list[int | None] = []
+    source = iter(range(value.rank))
+    groups: list[list[int]] = []
+    pending: list[int] = []
+    for pos in range(out_rank):
+        if pos in new_axes:
+            shape.append(1)
+            pending.append(pos)
+        else:
+            src = next(source)
+            shape.append(value.shape[src])
+            groups.append(pending + [pos])
+            pending = []
+    if pending and groups:
+        groups[-1].extend(pending)
+    reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+    sizes = []
+    for pos, size in enumerate(shape):
+        if size is None:
+            src = next(i for i, g in enumerate(groups) if pos in g)
+            sizes.append(v.ops.dim(value, src).ssa)  # type: ignore[union-attr]
+        else:
+            sizes.append(str(size))
+    result = Tensor(v.ops.fresh("expand"), tuple(shape), value.dtype)
+    v.ops.op(f"{result.ssa} = tensor.expand_shape {value.ssa} {reassoc} output_shape [{', '.join(sizes)}] : {value.type} into {result.type}")
+    return result
+
+
+def subscript_value(v: "IRVisitor", value: Tensor, index: list[object]) -> Tensor:
+    """``value[index]`` for a device value and an index of ``None`` and ``:`` entries."""
+    new_axes: list[int] = []
+    for pos, entry in enumerate(index):
+        if entry is None:
+            new_axes.append(pos)
+        elif not (isinstance(entry, slice) and entry == slice(None)):
+            raise HelionMLIRError(f"index {entry!r} of a device value is not supported (only None and ':')")
+    return expand_dims(v, value, new_axes)
+
+
+@register_lowering(view_ops.subscript)
+def lower_subscript(v: "IRVisitor", node: fx.Node) -> Tensor:
+    return subscript_value(v, v.tensor(node.args[0]), list(node.args[1]))
+
+
+def _take_last(v: "IRVisitor", value: Tensor, which: int) -> Tensor:
+    rank = value.rank
+    offsets = ", ".join(["0"] * (rank - 1) + [str(which)])
+    sizes = ", ".join([str(d) if d is not None else v.ops.dim(value, i).ssa for i, d in enumerate(value.shape[:-1])] + ["1"])  # type: ignore[union-attr]
+    strides = ", ".join(["1"] * rank)
+    result = Tensor(v.ops.fresh("half"), value.shape[:-1], value.dtype)
+    v.ops.op(f"{result.ssa} = tensor.extract_slice {value.ssa}[{offsets}] [{sizes}] [{strides}] : {value.type} to {result.type}")
+    return result
+
+
+@register_lowering(view_ops.split)
+def lower_split(v: "IRVisitor", node: fx.Node) -> tuple[Tensor, Tensor]:
+    value = v.tensor(node.args[0])
+    if value.shape[-1] not in (2, None):
+        raise HelionMLIRError("split needs a last dimension of size 2")
+    return _take_last(v, value, 0), _take_last(v, value, 1)
+
+
+@register_lowering(view_ops.join)
+def lower_join(v: "IRVisitor", node: fx.Node) -> Tensor:
+    a, b = v.tensor(node.args[0]), v.tensor(node.args[1])
+    shape = v.static_shape(node.meta["val"])[:-1]
+    a = v.ops.broadcast_to(v.ops.cast(a, node.meta["val"].dtype), shape)
+    b = v.ops.broadcast_to(v.ops.cast(b, node.meta["val"].dtype), shape)
+    out = v.ops.empty(tuple(shape) + (2,), a.dtype)
+    rank = len(shape) + 1
+    sizes = ", ".join([str(d) for d in shape] + ["1"])
+    strides = ", ".join(["1"] * rank)
+    for which, part in enumerate((a, b)):
+        offsets = ", ".join(["0"] * (rank - 1) + [str(which)])
+        nxt = Tensor(v.ops.fresh("join"), out.shape, out.dtype)
+        v.ops.op(f"{nxt.ssa} = tensor.insert_slice {part.ssa} into {out.ssa}[{offsets}] [{sizes}] [{strides}] : {part.type} into {out.type}")
+        out = nxt
+    return out

@@ -1,0 +1,69 @@
+"""The values the visitor associates with device-IR nodes while it emits MLIR."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..mlir_types import tensor_type
+
+__all__ = ["Tensor", "Scalar", "HostRef", "Tile"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tensor:
+    """An SSA value of ranked tensor type; ``None`` in ``shape`` is a dynamic dimension."""
+
+    ssa: str
+    shape: tuple[int | None, ...]
+    dtype: torch.dtype
+
+    @property
+    def type(self) -> str:
+        return tensor_type(self.shape, self.dtype)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scalar:
+    """An SSA value of scalar type (``index``, ``i64``, ``f32``, ``i1`` ...)."""
+
+    ssa: str
+    type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class HostRef:
+    """A host tensor (kernel argument or host local) named in device code; its current
+    value lives in the visitor's state because stores replace it."""
+
+    name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Tile:
+    """The active iteration of a tile loop over one block id.
+
+    ``size`` is the static tile size every tile-shaped value has along this dimension;
+    ``extent`` is how many of those lanes are in bounds (an int when known statically).
+    Lanes at and beyond ``extent`` are padding: loads fill them, stores skip them.
+    A whole dimension (a reduction dimension) is a tile with ``size`` equal to its extent,
+    or ``None`` when that is only known at run time (the dimension is dynamic, unpadded).
+    """
+
+    block_id: int
+    offset: "Scalar | int"
+    size: int | None
+    extent: "Scalar | int"
+    begin: "Scalar | int" = 0  # the loop's range, for tile.count
+    end: "Scalar | int | None" = None
+
+    @property
+    def ragged(self) -> bool:
+        if self.size is None:
+            return False
+        return not (isinstance(self.extent, int) and self.extent == self.size)

@@ -1,5 +1,0 @@
-"""Lowering rules, one module per kind of op; importing this package registers them all."""
-
-from . import aten, control_flow, matmul, memory, reductions, rolled_reductions, scalars, special, tiles, views
-
-__all__ = ["aten", "control_flow", "matmul", "memory", "reductions", "rolled_reductions", "scalars", "special", "tiles", "views"]

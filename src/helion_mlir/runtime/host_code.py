@@ -1,0 +1,197 @@
+"""Run a Helion kernel's host code with a launcher of our own.
+
+Helion generates, for every kernel, a host function: the kernel's Python code outside
+its tile loops (``out = torch.empty_like(x)``, views, sizes) followed by one call
+``_launcher(device_fn, grid, *device_args)`` whose ``device_args`` are named by the
+device function's parameters (host variable names). We take that host function from
+Helion's generated source, execute it, and receive the device arguments by name; the
+kernel's return value is then exactly what Helion's host code returns.
+
+Helion generates the host function together with GPU device code, which can fail for
+reasons that do not concern us (an op its Triton code generator lacks). Then the host
+code comes from the kernel's own source instead: the function with its top-level tile
+loops replaced by one launch that receives the host variables by name.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import logging
+import math
+import textwrap
+import types
+from collections.abc import Callable
+from typing import Any
+
+import helion
+import helion.language
+import helion.runtime
+import torch
+
+from ..errors import HelionMLIRError
+
+__all__ = ["HostCode", "Launch"]
+
+log = logging.getLogger(__name__)
+
+Launch = Callable[[dict[str, Any]], None]
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+# Host code computes grids with these helpers; grids are irrelevant to the emitted
+# function (it loops over every tile itself), but the expressions must evaluate.
+_TRITON_HOST_HELPERS = types.SimpleNamespace(cdiv=_cdiv, next_power_of_2=_next_power_of_2)
+
+
+class _HelionOnCPU(types.SimpleNamespace):
+    """``helion`` as host code sees it, where device queries have CPU answers (one
+    streaming multiprocessor: persistent grids collapse to one program, which the
+    emitted function ignores anyway)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(helion, name)
+
+
+def _make_helion_on_cpu() -> _HelionOnCPU:
+    runtime = types.SimpleNamespace(**{k: getattr(helion.runtime, k) for k in dir(helion.runtime) if not k.startswith("__")})
+    runtime.get_num_sm = lambda _device=None, *_a, **_k: 1
+    return _HelionOnCPU(runtime=runtime)
+
+
+_HELION_ON_CPU = _make_helion_on_cpu()
+
+
+def _language_module() -> Any:
+    return helion.language
+
+
+class _HostLanguage(types.SimpleNamespace):
+    """``helion.language`` for host code run from the kernel source: ``hl.specialize``
+    is the identity on the host; everything else is Helion's own."""
+
+    @staticmethod
+    def specialize(value: Any) -> Any:
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_language_module(), name)
+
+
+_HOST_LANGUAGE = _HostLanguage()
+
+
+@dataclasses.dataclass
+class HostCode:
+    """The host function of one bound kernel under one config."""
+
+    function: Callable[..., Any]
+    device_params: tuple[str, ...]
+    source: str
+
+    @classmethod
+    def from_bound(cls, bound: Any, config: Any) -> "HostCode":
+        """Helion's generated host function, or the kernel's source when generation fails."""
+        try:
+            source = bound.to_triton_code(config)
+        except Exception as err:  # Helion's GPU code generator: any failure is its own
+            log.info("Helion's code generator failed (%s); running host code from the kernel source", err)
+            return cls.from_kernel_source(bound)
+        return cls._from_generated(bound, source)
+
+    @classmethod
+    def from_kernel_source(cls, bound: Any) -> "HostCode":
+        """The kernel function with its top-level device loops replaced by one launch."""
+        fn = bound.kernel.fn
+        source = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(source)
+        func = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+        func.decorator_list = []
+        launch = ast.parse("_launcher(None, None, **{k: v for k, v in locals().items() if k != '_launcher'})").body[0]
+        body: list[ast.stmt] = []
+        launched = False
+        for stmt in func.body:
+            if _is_device_loop(stmt) or _is_barrier(stmt):
+                if not launched:
+                    body.append(launch)
+                    launched = True
+                continue
+            body.append(stmt)
+        if not launched:
+            raise HelionMLIRError(f"kernel '{func.name}' has no top-level hl.tile / hl.grid loop")
+        func.body = body
+        func.args.kwonlyargs.append(ast.arg(arg="_launcher"))
+        func.args.kw_defaults.append(None)
+        ast.fix_missing_locations(tree)
+        namespace = {k: _HOST_LANGUAGE if v is _language_module() else v for k, v in fn.__globals__.items()}
+        exec(compile(tree, inspect.getsourcefile(fn) or "<kernel>", "exec"), namespace)  # noqa: S102
+        return cls(namespace[func.name], (), source)
+
+    @classmethod
+    def _from_generated(cls, bound: Any, source: str) -> "HostCode":
+        tree = ast.parse(source)
+        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+        host = next(
+            (f for f in functions.values() if any(a.arg == "_launcher" for a in f.args.kwonlyargs)), None
+        )
+        if host is None:
+            raise HelionMLIRError(f"Helion generated no host function for kernel '{bound.host_function.name}'")
+        device_name = _launched_function(host)
+        device = functions.get(device_name)
+        if device is None:
+            raise HelionMLIRError(f"host code launches '{device_name}', which Helion did not generate")
+        params = tuple(a.arg for a in device.args.args)
+        module = ast.Module(body=[host], type_ignores=[])
+        namespace = dict(getattr(bound.kernel.fn, "__globals__", {}))
+        namespace.update(torch=torch, math=math, triton=_TRITON_HOST_HELPERS, helion=_HELION_ON_CPU, _default_launcher=None)
+        namespace[device_name] = device_name
+        exec(compile(module, f"<helion host code of {host.name}>", "exec"), namespace)  # noqa: S102
+        return cls(namespace[host.name], params, source)
+
+    def run(self, args: tuple[Any, ...], launch: Launch) -> Any:
+        """Run the host code on ``args``; each launch calls ``launch(device_args_by_name)``."""
+
+        def launcher(_device_fn: Any, _grid: Any, *device_args: Any, **options: Any) -> None:
+            if not self.device_params:  # host code from the kernel source: variables by name
+                launch(options)
+                return
+            if len(device_args) != len(self.device_params):
+                raise HelionMLIRError(
+                    f"host code passed {len(device_args)} device arguments, expected {len(self.device_params)}"
+                )
+            launch(dict(zip(self.device_params, device_args)))
+
+        return self.function(*args, _launcher=launcher)
+
+
+def _is_device_loop(stmt: ast.stmt) -> bool:
+    if not isinstance(stmt, ast.For) or not isinstance(stmt.iter, ast.Call):
+        return False
+    callee = ast.unparse(stmt.iter.func)
+    return callee.rsplit(".", 1)[-1] in ("tile", "grid") and callee != "range"
+
+
+def _is_barrier(stmt: ast.stmt) -> bool:
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and ast.unparse(stmt.value.func).rsplit(".", 1)[-1] == "barrier"
+    )
+
+
+def _launched_function(host: ast.FunctionDef) -> str:
+    for node in ast.walk(host):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_launcher":
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Name):
+                return first.id
+    raise HelionMLIRError(f"host function '{host.name}' does not launch a device function")
+
