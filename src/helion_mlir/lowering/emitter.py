@@ -15,15 +15,46 @@ import torch
 
 from ..errors import HelionMLIRError
 from ..inliner.builder import MLIRBuilder
-from ..mlir_types import DTYPES_OF_ELEMENT_TYPES, element_type, literal, tensor_type
+from ..mlir_types import (
+    DTYPES_OF_ELEMENT_TYPES,
+    LOW_PRECISION_FLOATS,
+    PACKED_PAIR_DTYPES,
+    element_type,
+    literal,
+    tensor_type,
+)
 from .values import Scalar, Tensor
 
 __all__ = ["Emitter", "Value", "scalar_convert_op"]
 
 Value = Tensor | Scalar
 
-_FLOAT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+_FLOAT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64} | {t: 4 if t.startswith("f4") else 8 for t in LOW_PRECISION_FLOATS}
 _INT_WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+# Formats torch saturates to their largest finite value (f4E2M1FN has no NaN to overflow to).
+_SATURATE_AT = {"f8E4M3FN": 448.0, "f4E2M1FN": 6.0}
+
+
+def _narrow_from_f32(dst: str, ssa: str, out: str, fresh: Callable[[], str]) -> list[str]:
+    """f32 -> f8/f4 as torch converts: round to nearest even, after making torch's
+    saturation explicit (a clamp that keeps NaN) and, for f8E8M0FNU, taking the magnitude
+    (it has no sign); MLIR's ``truncf`` alone would give NaN on overflow."""
+    lines: list[str] = []
+    if dst in _SATURATE_AT:
+        bound = _SATURATE_AT[dst]
+        low, high, raised, clamped = fresh(), fresh(), fresh(), fresh()
+        lines += [
+            f"{low} = arith.constant {-bound!r} : f32",
+            f"{high} = arith.constant {bound!r} : f32",
+            f"{raised} = arith.maximumf {ssa}, {low} : f32",
+            f"{clamped} = arith.minimumf {raised}, {high} : f32",
+        ]
+        ssa = clamped
+    elif dst == "f8E8M0FNU":
+        magnitude = fresh()
+        lines.append(f"{magnitude} = math.absf {ssa} : f32")
+        ssa = magnitude
+    return lines + [f"{out} = arith.truncf {ssa} : f32 to {dst}"]
 
 
 def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], signed: bool = True) -> tuple[list[str], str]:
@@ -39,6 +70,13 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
         mid_lines, mid = scalar_convert_op(src, "i64", ssa, fresh, signed)
         tail_lines, res = scalar_convert_op("i64", dst, mid, fresh, signed)
         return mid_lines + tail_lines, res
+    if (src in LOW_PRECISION_FLOATS or dst in LOW_PRECISION_FLOATS) and "f32" not in (src, dst):
+        # torch converts to and from f8 through f32 (f64 is rounded to f32 first).
+        mid_lines, mid = scalar_convert_op(src, "f32", ssa, fresh, signed)
+        tail_lines, res = scalar_convert_op("f32", dst, mid, fresh, signed)
+        return mid_lines + tail_lines, res
+    if src == "f32" and dst in LOW_PRECISION_FLOATS:
+        return _narrow_from_f32(dst, ssa, out, fresh), out
     if src in _FLOAT_WIDTH and dst in _FLOAT_WIDTH:
         if src in ("f16", "bf16") and dst in ("f16", "bf16"):
             mid = fresh()
@@ -270,6 +308,11 @@ class Emitter:
         """Elementwise dtype conversion with torch semantics (no-op when equal)."""
         if value.dtype == dtype:
             return value
+        if dtype in PACKED_PAIR_DTYPES:
+            raise HelionMLIRError(
+                f"torch has no conversion from {value.dtype} to {dtype}; pack the values into "
+                "uint8 with integer ops and view the bytes as float4_e2m1fn_x2 on the host"
+            )
         src, dst = element_type(value.dtype), element_type(dtype)
         signed = value.dtype not in (torch.bool, torch.uint8)
 

@@ -22,7 +22,7 @@ import torch
 from torch import fx
 
 from ..errors import HelionMLIRError
-from ..mlir_types import scalar_type_of_python, tensor_type
+from ..mlir_types import scalar_type_of_python, storage_shape, tensor_type
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 
 __all__ = ["KernelModel", "FunctionArg", "LoopDim", "RootLoop", "resolve_config"]
@@ -70,7 +70,8 @@ class FunctionArg:
 
     @property
     def shape(self) -> tuple[int | None, ...]:
-        return tuple(d if isinstance(d, int) else None for d in self.fake.shape)
+        """The MLIR shape (a packed dtype's pair dimension included)."""
+        return _static_shape(self.fake)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -325,7 +326,8 @@ def called_graph_ids(node: fx.Node) -> list[int]:
 
 
 def _static_shape(fake: torch.Tensor) -> tuple[int | None, ...]:
-    return tuple(d if isinstance(d, int) else None for d in fake.shape)
+    """``fake``'s MLIR shape: ``None`` for a symbolic size, plus a packed dtype's pair dimension."""
+    return storage_shape([d if isinstance(d, int) else None for d in fake.shape], fake.dtype)
 
 
 def _scalar_mlir_type(value: Any) -> str:

@@ -21,8 +21,10 @@ from torch_mlir.execution_engine import ExecutionEngine
 from ..errors import ArgumentError
 from ..lru_cache import LRUCache
 from ..mlir_context import mlir_session
+from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from ..verify import parse_module
+from .low_precision import accepts_dtype, emulate_low_precision_floats, pack_pairs, unpack_pairs
 from .params import Param, ScalarParam, TensorParam
 from .pipeline import (
     BUFFERIZE_STEPS,
@@ -93,8 +95,11 @@ class CompiledFunction:
     packed wrapper of ``_mlir_ciface_<name>``: the first slot points to the result
     descriptors (when there are results), then one slot per argument, pointing to a
     memref descriptor for a tensor (a contiguous copy is made of a non-contiguous
-    tensor) or to the value of a scalar. bf16 and f16 tensors travel as raw pointers, so
-    no dtype conversion happens on the way in or out.
+    tensor) or to the value of a scalar. bf16, f16 and float8 tensors travel as raw
+    pointers, so no dtype conversion happens on the way in or out; a uint8 tensor is
+    accepted for an ``i8`` parameter (signless). A float4_e2m1fn_x2 tensor (or its uint8
+    bytes) is unpacked to one 4-bit value per byte on the way in and packed again on the
+    way out (:mod:`.low_precision`).
 
     Tensor arguments are marked ``bufferization.writable = false``: the compiled code
     never writes into a caller's tensor, and a destination tensor the kernel updates is
@@ -173,6 +178,8 @@ class CompiledFunction:
         for index, (param, value) in enumerate(zip(self.params, args)):
             if isinstance(param, TensorParam):
                 tensor = self._check_tensor(index, param, value)
+                if param.dtype in PACKED_PAIR_DTYPES:
+                    tensor = unpack_pairs(tensor)
                 descriptor = _descriptor_type(param.rank)()
                 descriptor.allocated = descriptor.aligned = tensor.data_ptr()
                 if param.rank:
@@ -203,9 +210,9 @@ class CompiledFunction:
             problem = f"expected a CPU tensor, got one on {value.device}"
         elif value.layout != torch.strided:
             problem = f"expected a dense tensor, got layout {value.layout}"
-        elif value.dtype != param.dtype:
+        elif not accepts_dtype(param.dtype, value.dtype):
             problem = f"expected dtype {param.dtype}, got {value.dtype}"
-        elif value.dim() != param.rank:
+        elif value.dim() != param.rank - (param.dtype in PACKED_PAIR_DTYPES):
             problem = f"expected rank {param.rank}, got shape {tuple(value.shape)}"
         else:
             for dim, (expected, actual) in enumerate(zip(param.dims, value.shape)):
@@ -261,10 +268,12 @@ def _copy_out(descriptor: ctypes.Structure, param: TensorParam) -> torch.Tensor:
     if 0 in sizes:
         return torch.empty(sizes, dtype=param.dtype)
     strides = list(descriptor.strides) if param.rank else []
-    itemsize = param.dtype.itemsize
+    itemsize = param.dtype.itemsize  # 1 for a packed dtype too: one 4-bit value per byte
     extent = 1 + sum((size - 1) * stride for size, stride in zip(sizes, strides))
     start = descriptor.aligned + descriptor.offset * itemsize
     raw = (ctypes.c_byte * (extent * itemsize)).from_address(start)
+    if param.dtype in PACKED_PAIR_DTYPES:
+        return pack_pairs(torch.frombuffer(raw, dtype=torch.uint8).as_strided(sizes, strides), param.dtype)
     source = torch.frombuffer(raw, dtype=torch.uint8).view(param.dtype).as_strided(sizes, strides)
     return source.clone(memory_format=torch.contiguous_format)
 
@@ -319,6 +328,7 @@ def compile_module(
         mark_fresh_buffers_restrict(lowering.module)
         lowering.run(BUFFERIZE_STEPS)
         lowering.define_bf16_truncation()
+        emulate_low_precision_floats(lowering.module)
         lowering.run(TO_LLVM_STEPS)
         lowering.reject_ops(
             lambda name: name != "builtin.module" and not name.startswith("llvm."),

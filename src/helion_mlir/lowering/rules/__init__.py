@@ -4,8 +4,10 @@ from . import (
     aten,
     atomics,
     control_flow,
+    dtype_casts,
     matmul,
     memory,
+    quantized,
     reductions,
     rolled_reductions,
     scalars,
@@ -14,4 +16,4 @@ from . import (
     views,
 )
 
-__all__ = ["aten", "atomics", "control_flow", "matmul", "memory", "reductions", "rolled_reductions", "scalars", "special", "tiles", "views"]
+__all__ = ["aten", "atomics", "control_flow", "dtype_casts", "matmul", "memory", "quantized", "reductions", "rolled_reductions", "scalars", "special", "tiles", "views"]

@@ -20,7 +20,7 @@ from ...importer.cache import Results, ResultSpec
 from ...importer.normalize import node_inputs
 from ...importer.rewrites import scalar_tensor_dtype
 from ...importer.values import TensorSpec
-from ...mlir_types import element_type
+from ...mlir_types import PACKED_PAIR_DTYPES, element_type
 from ...output_type import OutputType
 from ..helion_compat import original_args
 from ..registry import register_family
@@ -246,6 +246,7 @@ def import_and_inline(
     :mod:`helion_mlir.lowering.deferred_inline`). Errors name ``report_as`` (default: ``node``).
     """
     resolved = [v.state[x.name] if isinstance(x, HostRef) else x for x in input_values]
+    _reject_packed(node, resolved)
     import_inputs: list[Any] = []
     operands: list[str] = []
     for source, value in zip(node_inputs(node), resolved):
@@ -283,10 +284,27 @@ def import_and_inline(
     return result
 
 
+def _reject_packed(node: fx.Node, values: list[Any]) -> None:
+    """torch-mlir imports a float4_e2m1fn_x2 tensor of N bytes as N f4 values, not 2N:
+    such a value must not reach it."""
+    meta = node.meta.get("val")
+    dtypes = [x.dtype for x in values if isinstance(x, Tensor)]
+    dtypes += [m.dtype for m in (meta if isinstance(meta, (tuple, list)) else [meta]) if isinstance(m, torch.Tensor)]
+    packed = sorted({str(d) for d in dtypes if d in PACKED_PAIR_DTYPES})
+    if packed:
+        raise HelionMLIRError(
+            f"ATen ops on {', '.join(packed)} values go through torch-mlir, which imports a packed "
+            "tensor with half its values; unpack them with hl.float4_e2m1fn_x2_to_float32 "
+            "(or view the bytes as torch.uint8) first"
+        )
+
+
 _TORCH_ELEMENT = {
     torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
     torch.int64: "si64", torch.int32: "si32", torch.int16: "si16", torch.int8: "si8",
     torch.uint8: "ui8", torch.bool: "i1",
+    torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2", torch.float8_e4m3fnuz: "f8E4M3FNUZ",
+    torch.float8_e5m2fnuz: "f8E5M2FNUZ", torch.float8_e8m0fnu: "f8E8M0FNU",
 }
 _TORCH_SCALAR = {"i64": ("!torch.int", "i64"), "f64": ("!torch.float", "f64"), "i1": ("!torch.bool", "i1")}
 

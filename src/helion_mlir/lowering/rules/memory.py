@@ -21,10 +21,10 @@ from helion.language import memory_ops
 from torch import fx
 
 from ...errors import HelionMLIRError
-from ...mlir_types import element_type
+from ...mlir_types import PACKED_PAIR_DTYPES, element_type
 from ..registry import register_lowering
 from ..values import HostRef, Scalar, Tensor
-from .views import subscript_value
+from .views import expand_dims, subscript_value
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
@@ -372,14 +372,21 @@ def load_value(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess]) -> T
     return _add_new_axes(v, pad_to_tile(v, valid, accesses), accesses)
 
 
+def _mask_for(v: "IRVisitor", mask: Tensor, value: Tensor) -> Tensor:
+    """``mask`` as it lines up with ``value``: one entry per pair of a packed value."""
+    if value.dtype not in PACKED_PAIR_DTYPES:
+        return mask
+    return v.ops.broadcast_to(expand_dims(v, mask, [mask.rank]), value.shape)
+
+
 def _apply_extra_mask(v: "IRVisitor", value: Tensor, mask_arg: Any, fill: Any = 0) -> Tensor:
     if mask_arg is None:
         return value
-    mask = v.tensor(mask_arg)
+    mask = _mask_for(v, v.tensor(mask_arg), value)
     fill_c = v.ops.const(fill, element_type(value.dtype))
 
     def body(args: list[str], _i: Callable[[int], str]) -> str:
-        cond = _truthy(v, args[1], mask.dtype)
+        cond = truthy(v, args[1], mask.dtype)
         out = v.ops.fresh("m")
         v.ops.op(f"{out} = arith.select {cond}, {args[0]}, {fill_c.ssa} : {element_type(value.dtype)}")
         return out
@@ -387,7 +394,7 @@ def _apply_extra_mask(v: "IRVisitor", value: Tensor, mask_arg: Any, fill: Any = 
     return v.ops.elementwise([value, mask], value.shape, value.dtype, body, hint="masked")
 
 
-def _truthy(v: "IRVisitor", ssa: str, dtype: torch.dtype) -> str:
+def truthy(v: "IRVisitor", ssa: str, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return ssa
     lines_zero = v.ops.const(0, element_type(dtype))
@@ -454,7 +461,7 @@ def insert_valid(v: "IRVisitor", dest: Tensor, valid: Tensor, accesses: Sequence
 
 def _select_tensors(v: "IRVisitor", mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
     def body(args: list[str], _i: Callable[[int], str]) -> str:
-        cond = _truthy(v, args[0], mask.dtype)
+        cond = truthy(v, args[0], mask.dtype)
         out = v.ops.fresh("sel")
         v.ops.op(f"{out} = arith.select {cond}, {args[1]}, {args[2]} : {element_type(a.dtype)}")
         return out
@@ -474,12 +481,12 @@ def lower_store(v: "IRVisitor", node: fx.Node) -> None:
     extra_mask = node.args[3] if len(node.args) > 3 else None
     value = value_to_store(v, value_node, dest, accesses)
     if any(a.kind == "tensor" for a in accesses):
-        mask = v.tensor(extra_mask) if extra_mask is not None else None
+        mask = _mask_for(v, v.tensor(extra_mask), value) if extra_mask is not None else None
         v.state[name] = scatter(v, dest, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0]
         return None
     valid = valid_region(v, value, accesses)
     if extra_mask is not None:
-        mask = valid_region(v, v.ops.broadcast_to(v.tensor(extra_mask), value.shape), accesses)
+        mask = valid_region(v, v.ops.broadcast_to(_mask_for(v, v.tensor(extra_mask), value), value.shape), accesses)
         old = extract_valid(v, dest, accesses)
         valid = _select_tensors(v, mask, valid, old)
     v.state[name] = insert_valid(v, dest, valid, accesses)
@@ -545,7 +552,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
         if mask is not None:
             m = v.ops.fresh("mk")
             v.ops.op(f"{m} = tensor.extract {mask.ssa}[{lanes}] : {mask.type}")
-            cond = _truthy(v, m, mask.dtype)
+            cond = truthy(v, m, mask.dtype)
             keep = v.ops.fresh("keep")
             v.ops.op(f"{keep} = arith.select {cond}, {combined}, {old} : {elt}")
             combined = keep
