@@ -24,6 +24,8 @@ OUTPUT_TYPES = [t.value for t in OutputType]
 # Documented exceptions (docs/lowering.md): torch-mlir behaviour, pinned so that a fix
 # upstream shows up as an unexpected pass.
 KNOWN_NUMERIC_GAPS = {
+    ("fp8_quantize", "tosa"): "torch-mlir lowers x / s to x * reciprocal(s) in tosa: one f32 ulp off, which moves "
+    "a few values across an fp8 rounding boundary",
     ("int_divmod", "stablehlo"): "torch-mlir lowers aten.remainder to stablehlo.remainder (truncated, not floored)",
 }
 KNOWN_RUN_GAPS = {

@@ -62,6 +62,9 @@ COVERAGE = {
     "reduce_ops._reduce",
     "scan_ops._associative_scan",
     "_gelu_tanh_approx._gelu_erf",
+    "quantized_ops.float4_e2m1fn_x2_to_float32",
+    "quantized_ops.load_float4_e2m1fn_x16_to_float16",
+    "quantized_ops.load_bfloat16_x16_to_float16",
     # ATen ops
     "aten.add.Tensor",
     "aten.sub.Tensor",
@@ -206,6 +209,17 @@ EXPECTED: dict[str, set[str]] = {
     },
     "matmul": {
         "aten.mm.default", "_tracing_ops._for_loop", "_tracing_ops._phi", "creation_ops.full",
+    },
+    "fp8_quantize": {"aten.amax.default", "aten.clamp_min.default", "aten.clamp_max.default", "prims.convert_element_type.default"},
+    "fp8_scaled_gemm": {"matmul_ops.dot", "aten.mul.Tensor", "prims.convert_element_type.default"},
+    "int4_gemm": {
+        "aten.__lshift__.Scalar", "aten.__rshift__.Scalar", "aten.div.Tensor_mode", "aten.mm.default",
+        "tile_ops.tile_index",
+    },
+    "nvfp4_gemv": {"quantized_ops.float4_e2m1fn_x2_to_float32", "aten.sum.dim_IntList", "prims.convert_element_type.default"},
+    "nvfp4_gemv_grouped": {
+        "quantized_ops.load_float4_e2m1fn_x16_to_float16", "quantized_ops.load_bfloat16_x16_to_float16",
+        "aten.bitwise_and.Tensor", "tile_ops.tile_index",
     },
     "matmul_bf16": {"matmul_ops.dot", "prims.convert_element_type.default"},
     "matmul_bias_relu": {"aten.addmm.default", "aten.relu.default", "view_ops.subscript"},

@@ -94,8 +94,8 @@ def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str
     ``lt.Tensor``, ``pow.Scalar`` -> ``pow.Tensor_Tensor``); ``target`` itself when there is
     none. torch-mlir's backends legalize the scalar forms only with constant scalars, and
     tosa not even then; the tensor forms work with every output type."""
-    if target in _SHIFT_AS_TENSOR_OP:
-        return _SHIFT_AS_TENSOR_OP[target]
+    if target in _TENSOR_FORMS:
+        return _TENSOR_FORMS[target]
     schema = getattr(target, "_schema", None)
     if schema is None or not any(_is_scalar_type(a.type) for a in schema.arguments):
         return target
@@ -118,8 +118,12 @@ def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str
     return target
 
 
-# torch-mlir has the bitwise_*_shift tensor forms but not the __*shift__ ones.
-_SHIFT_AS_TENSOR_OP = {
+# torch-mlir has the bitwise_*_shift tensor forms but not the __*shift__ ones, and its
+# linalg lowering of clamp_max.Tensor fails on a dynamic dimension (clamp_max(x, t) is
+# minimum(x, t), NaN included; torch-mlir lowers the latter everywhere).
+_TENSOR_FORMS = {
+    torch.ops.aten.clamp_max.default: torch.ops.aten.minimum.default,
+    torch.ops.aten.clamp_max.Tensor: torch.ops.aten.minimum.default,
     torch.ops.aten.__rshift__.Scalar: torch.ops.aten.bitwise_right_shift.Tensor,
     torch.ops.aten.__lshift__.Scalar: torch.ops.aten.bitwise_left_shift.Tensor,
     torch.ops.aten.__rshift__.Tensor: torch.ops.aten.bitwise_right_shift.Tensor,
