@@ -31,7 +31,9 @@ Value = Tensor | Scalar
 
 _FLOAT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64} | {t: 4 if t.startswith("f4") else 8 for t in LOW_PRECISION_FLOATS}
 _INT_WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
-# Formats torch saturates to their largest finite value (f4E2M1FN has no NaN to overflow to).
+# Formats converted with saturation to their largest finite value: float8_e4m3fn as torch
+# does; f4E2M1FN (which torch cannot convert to) as the GPU's satfinite conversions do, having
+# neither inf nor NaN.
 _SATURATE_AT = {"f8E4M3FN": 448.0, "f4E2M1FN": 6.0}
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..visitor import IRVisitor
 
 _BYTE_DTYPES = (torch.uint8, torch.int8)
+_NIBBLE = 4  # bits per value of a packed pair
 
 
 def _traced_args(node: fx.Node) -> tuple[Any, ...]:
@@ -97,18 +98,17 @@ def unpack_pair_halves(v: "IRVisitor", pairs: Tensor) -> tuple[Tensor, Tensor]:
 def _pack_pairs(v: "IRVisitor", pairs: Tensor, target: torch.dtype) -> Tensor:
     low, high = unpack_pair_halves(v, pairs)
     packed_type = element_type(pairs.dtype)
-    width = 8 // 2
 
     def body(args: list[str], _index: Callable[[int], str]) -> str:
         nibbles = []
         for arg in args:
             bits = v.ops.fresh("nibble")
-            v.ops.op(f"{bits} = arith.bitcast {arg} : {packed_type} to i{width}")
+            v.ops.op(f"{bits} = arith.bitcast {arg} : {packed_type} to i{_NIBBLE}")
             wide = v.ops.fresh("nibble")
-            v.ops.op(f"{wide} = arith.extui {bits} : i{width} to i8")
+            v.ops.op(f"{wide} = arith.extui {bits} : i{_NIBBLE} to i8")
             nibbles.append(wide)
         shifted = v.ops.fresh("high")
-        v.ops.op(f"{shifted} = arith.shli {nibbles[1]}, {v.ops.const(width, 'i8').ssa} : i8")
+        v.ops.op(f"{shifted} = arith.shli {nibbles[1]}, {v.ops.const(_NIBBLE, 'i8').ssa} : i8")
         byte = v.ops.fresh("byte")
         v.ops.op(f"{byte} = arith.ori {nibbles[0]}, {shifted} : i8")
         return byte
@@ -118,20 +118,19 @@ def _pack_pairs(v: "IRVisitor", pairs: Tensor, target: torch.dtype) -> Tensor:
 
 def _unpack_pairs(v: "IRVisitor", source: Tensor, target: torch.dtype) -> Tensor:
     packed_type = element_type(target)
-    width = 8 // 2
     shape = (*source.shape, 2)
 
     def body(args: list[str], index: Callable[[int], str]) -> str:
         shift = v.ops.fresh("shift")  # 0 for the low value, 4 for the high one
-        v.ops.op(f"{shift} = affine.apply affine_map<(d) -> (d * {width})>({index(len(shape) - 1)})")
+        v.ops.op(f"{shift} = affine.apply affine_map<(d) -> (d * {_NIBBLE})>({index(len(shape) - 1)})")
         amount = v.ops.fresh("shift")
         v.ops.op(f"{amount} = arith.index_cast {shift} : index to i8")
         moved = v.ops.fresh("nibble")
         v.ops.op(f"{moved} = arith.shrui {args[0]}, {amount} : i8")
         bits = v.ops.fresh("nibble")
-        v.ops.op(f"{bits} = arith.trunci {moved} : i8 to i{width}")
+        v.ops.op(f"{bits} = arith.trunci {moved} : i8 to i{_NIBBLE}")
         value = v.ops.fresh("fp4")
-        v.ops.op(f"{value} = arith.bitcast {bits} : i{width} to {packed_type}")
+        v.ops.op(f"{value} = arith.bitcast {bits} : i{_NIBBLE} to {packed_type}")
         return value
 
     expanded = expand_dims(v, source, [source.rank])

@@ -16,6 +16,7 @@ flattened storage with ``tensor.extract``, then 16 slices of its last dimension.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,19 +53,11 @@ def _storage(v: "IRVisitor", arg: Any) -> Tensor:
     storage = v.state[value.name] if isinstance(value, HostRef) else v.tensor(arg)
     if storage.rank == 1:
         return storage
-    sizes = [s for s in storage.shape]
-    length = None if None in sizes else _product(sizes)  # type: ignore[arg-type]
+    length = None if None in storage.shape else math.prod(storage.shape)  # type: ignore[arg-type]
     flat = Tensor(v.ops.fresh("flat"), (length,), storage.dtype)
     group = "[[" + ", ".join(str(i) for i in range(storage.rank)) + "]]"
     v.ops.op(f"{flat.ssa} = tensor.collapse_shape {storage.ssa} {group} : {storage.type} into {flat.type}")
     return flat
-
-
-def _product(sizes: list[int]) -> int:
-    total = 1
-    for size in sizes:
-        total *= size
-    return total
 
 
 def _position(v: "IRVisitor", flat: Tensor, expression: str, *operands: str) -> str:
