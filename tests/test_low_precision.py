@@ -145,6 +145,20 @@ def test_every_float4_byte_unpacks_to_its_two_e2m1_values(output_type: str) -> N
     assert torch.equal(_bits(low), _bits(table[codes & 15])) and torch.equal(_bits(high), _bits(table[codes >> 4]))
 
 
+@pytest.mark.parametrize("storage_dtype", [torch.uint8, torch.float4_e2m1fn_x2], ids=str)
+def test_grouped_float4_loads_read_16_values_per_group_low_nibble_first(storage_dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(6)
+    data = torch.randint(0, 256, (5, 24), generator=gen, dtype=torch.uint8)  # 15 groups of 8 bytes
+    groups = torch.randint(-3, 15, (37,), generator=gen)
+    got = compile_kernel(KERNELS.float4_groups.bind((data.view(storage_dtype), groups)))(data.view(storage_dtype), groups)
+    magnitudes = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    table = torch.tensor(magnitudes + [-m for m in magnitudes], dtype=torch.float16)
+    codes = data.reshape(15, 8)[groups.clamp(min=0)].long()
+    expected = torch.stack([table[codes & 15], table[codes >> 4]], dim=-1).reshape(37, 16)
+    expected[groups < 0] = 0
+    assert torch.equal(got.view(torch.int16), expected.view(torch.int16))
+
+
 def test_masked_load_and_store_of_packed_float4_rows() -> None:
     gen = torch.Generator().manual_seed(1)
     base, packed = (torch.randint(0, 256, (21, 37), generator=gen, dtype=torch.uint8) for _ in range(2))

@@ -104,3 +104,17 @@ def float8_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.
     for tile_m, tile_n in hl.tile([m, n]):
         out[tile_m, tile_n] = torch.addmm(bias[tile_m, tile_n], a[tile_m, :], b[:, tile_n])
     return out
+
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16]))
+def float4_groups(storage: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """The 16 values of 8-byte group ``groups[i]`` of ``storage`` in row ``i``; a negative group
+    is masked off (reads zeros)."""
+    out = torch.empty([groups.size(0), 16], dtype=torch.float16, device=groups.device)
+    for tile in hl.tile(groups.size(0)):
+        index = groups[tile]
+        lanes = hl.load_float4_e2m1fn_x16_to_float16(storage, index, extra_mask=index >= 0)
+        for lane in hl.static_range(16):
+            out[tile, lane] = lanes[lane]
+    return out

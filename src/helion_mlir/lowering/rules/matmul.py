@@ -70,7 +70,7 @@ def lower_torch_matmul(v: "IRVisitor", node: fx.Node) -> Tensor:
     operands = [v.tensor(arg) for arg in args[:3 if node.target in _WITH_INPUT else 2]]
     if not any(element_type(t.dtype) in LOW_PRECISION_FLOATS for t in operands):
         return lower_aten_op(v, node)
-    if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1:
+    if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1:  # Helion 1.5.1 refuses them at bind
         raise HelionMLIRError("addmm/baddbmm of float8 tiles with beta or alpha is not supported")
     acc = v.ops.cast(operands[0], torch.float32) if node.target in _WITH_INPUT else None
     a, b = operands[-2:]
