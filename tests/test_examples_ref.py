@@ -276,6 +276,20 @@ EXPECTED: dict[str, set[str]] = {
         "aten.__lshift__.Scalar", "aten.__rshift__.Scalar", "aten.bitwise_xor.Tensor",
         "aten.bitwise_and.Scalar", "tile_ops.tile_index",
     },
+    # Arguments of every kind, module-level values, host-computed block sizes.
+    "flex_attention": {"ForLoopGraphInfo", "aten.tanh.default", "aten.mm.default", "tile_ops.tile_begin"},
+    "alibi_attention": {"ForLoopGraphInfo", "aten.clamp_min.default", "tile_ops.tile_index", "aten.mm.default"},
+    "smooth_l1_loss": {"ForLoopGraphInfo", "aten.abs.default", "aten.lt.Scalar", "aten.where.self"},
+    "kl_div_loss": {"IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "aten.log.default", "aten.clamp_min.default"},
+    "layer_norm_affine": {"aten.mean.dim", "aten.rsqrt.default", "_tracing_ops._inductor_lowering_extra"},
+    "bias_activation": {"aten.sigmoid.default", "aten.clamp_min.default", "aten.clamp_max.default"},
+    "gelu_module_constants": {"aten.tanh.default", "aten.clamp_min.default", "_tracing_ops._get_symnode"},
+    "linear_attention_chunked": {"ForLoopGraphInfo", "aten.mm.default", "aten.ge.Tensor", "tile_ops.tile_index"},
+    "hashed_embedding": {"aten.remainder.Scalar", "aten.mul.Tensor"},
+    "split_k_barrier": {"ReductionLoopGraphInfo", "aten.addmm.default", "tile_ops.tile_id", "tile_ops.tile_end"},
+    "split_k_tunable": {"atomic_ops.atomic_add", "aten.addmm.default", "tile_ops.tile_begin"},
+    "chunk_means": {"tile_ops.tile_id", "aten.sum.dim_IntList", "aten.div.Tensor"},
+    "softmax_whole_row": {"aten.amax.default", "aten.exp.default", "_tracing_ops._mask_to"},
 }
 
 EVERY_EXAMPLE = {
@@ -312,6 +326,9 @@ def test_example_protocol(name: str) -> None:
     params = inspect.signature(module.make_args).parameters
     assert list(params)[:2] == ["shape", "dtype"]
     assert params["shape"].default == "divisible" and params["dtype"].default is None
+    if hasattr(module, "make_kwargs"):  # keywords the kernel is called with besides make_args'
+        assert list(inspect.signature(module.make_kwargs).parameters) == ["shape"]
+        assert isinstance(module.make_kwargs(), dict) and module.make_kwargs()
     assert callable(module.reference) and callable(module.main)
 
 
