@@ -113,6 +113,7 @@ def _emit_function(v: IRVisitor) -> None:
     signature = f"func.func @{model.name}({', '.join(arg_decls)}) -> ({', '.join(result_types)})"
     with ops.region(signature + " {"):
         _bind_function_symbols(v)
+        v.bind_runtime_block_sizes()
         for block_id, numel in model.persistent_reductions.items():
             extent = v.eval_symbolic(numel)
             extent = extent if isinstance(extent, int) else v.ops.index(extent)

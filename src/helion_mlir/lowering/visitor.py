@@ -89,6 +89,7 @@ class IRVisitor:
         self.state: dict[str, Tensor] = {}
         self.tiles: dict[int, Tile] = {}
         self.symbols: dict[sympy.Symbol, Any] = {}
+        self.runtime_block_sizes: dict[int, Scalar | int] = {}
         self.current_node: fx.Node | None = None
         # Rules for single nodes, set by a rule that owns them (rolled reductions); they
         # take precedence over the rule registered for the node's target.
@@ -319,14 +320,20 @@ class IRVisitor:
         raise HelionMLIRError(f"cannot resolve symbol {symbol} (origin {origin!r})")
 
     def block_size(self, block_id: int) -> "Scalar | int":
-        """A block's size: the config's int, or a runtime tile size (an ``index`` value)."""
+        """A block's size: the config's int, or a runtime tile size (an ``index`` value,
+        computed once at function entry by :meth:`bind_runtime_block_sizes`)."""
         if block_id in self.model.block_sizes:
             return self.model.block_sizes[block_id]
-        size = self.model.runtime_block_sizes.get(block_id)
-        if size is None:
+        if block_id not in self.runtime_block_sizes:
             raise HelionMLIRError(f"block {block_id} has no block size in this config")
-        value = self.eval_symbolic(size)
-        return value if isinstance(value, int) else self.ops.index(value)
+        return self.runtime_block_sizes[block_id]
+
+    def bind_runtime_block_sizes(self) -> None:
+        """Evaluate every runtime block size from the function's arguments, where the
+        values dominate every loop that steps by them."""
+        for block_id, size in self.model.runtime_block_sizes.items():
+            value = self.eval_symbolic(size)
+            self.runtime_block_sizes[block_id] = value if isinstance(value, int) else self.ops.index(value)
 
     # set by generate.py when the function signature is emitted
     function_arg_values: dict[str, Any]

@@ -25,6 +25,12 @@ from ..lowering.host_values import describe_origin, evaluate_origin
 __all__ = ["ArgumentChecks", "describe_value"]
 
 
+_NUMBER_TYPES = {
+    torch.SymInt: "an int", int: "an int", torch.SymFloat: "a float", float: "a float",
+    torch.SymBool: "a bool", bool: "a bool",
+}
+
+
 def describe_value(value: Any) -> str:
     """A short description of an argument: ``float32[37, 100]``, ``'mean'``, ``function softcap``."""
     if isinstance(value, torch.Tensor):
@@ -50,12 +56,20 @@ class ArgumentChecks:
         self.params = list(bound.host_function.params.arguments)
         self.fakes = list(bound.fake_args)
         self.bound_key = getattr(bound, "_base_spec_key", None)
-        env = bound.env
-        self.specialized = [
-            (env.shape_env.var_to_sources[s][0], env.shape_env.var_to_val.get(s))
-            for s in sorted(env.specialized_vars, key=str)
-            if env.shape_env.var_to_sources.get(s)
-        ]
+        # hl.specialize-d values: where they come from, and their value in the bound arguments
+        # (Helion replaces each by an int there).
+        env, fakes_by_param = bound.env, dict(zip(self.params, self.fakes))
+        self.specialized: list[tuple[Any, int]] = []
+        for symbol in sorted(env.specialized_vars, key=str):
+            for source in env.shape_env.var_to_sources.get(symbol, [])[:1]:
+                try:
+                    value = _source_value(source, fakes_by_param)
+                except (KeyError, IndexError, AttributeError, TypeError):
+                    continue
+                if isinstance(value, torch.SymInt) and value.node.expr.is_Integer:
+                    value = int(value.node.expr)
+                if isinstance(value, int):
+                    self.specialized.append((source, value))
         self.module_values = [(model.symbol_origin(s), value) for s, value in model.module_values.items()]
         self.module_name = getattr(self.kernel.fn, "__module__", None)
 
@@ -112,6 +126,9 @@ class ArgumentChecks:
         for i, (name, value, fake) in enumerate(zip(self.params, args, self.fakes)):
             if isinstance(fake, torch.Tensor) or i >= len(key) or key[i] == self.bound_key[i]:
                 continue
+            number_type = _NUMBER_TYPES.get(type(fake))
+            if number_type is not None:  # Helion keys numbers by type: any value of the type will do
+                raise ArgumentError(f"{self._where(name)} must be {number_type}, got {type(value).__name__} {value!r}")
             raise ArgumentError(
                 f"{self._where(name)} was {describe_value(fake)} when the kernel was compiled, got "
                 f"{describe_value(value)}; Helion specializes the kernel on it, so compile the kernel "
@@ -125,7 +142,7 @@ class ArgumentChecks:
                 value = _source_value(source, by_param)
             except (KeyError, IndexError, AttributeError, TypeError):
                 continue
-            if bound_value is not None and value != bound_value:
+            if value != bound_value:
                 raise ArgumentError(
                     f"{self._where(_source_root(source))}: {_source_text(source)} was {bound_value} when the "
                     f"kernel was compiled (the kernel hl.specialize-s it), got {value}; compile the kernel again"
