@@ -4,8 +4,8 @@ Helion records, for every symbol of the device IR, the host expression it stands
 (``HostFunction.expr_to_origin``): a kernel parameter (``eps``), a host local
 (``block_k = helion.next_power_of_2(helion.cdiv(k, split_k))``), an item or attribute of a
 parameter (``clamp[0]``), a cell of a callable parameter's closure (a ``score_mod`` that
-captured a float), or a module-level object (``EPS``, ``CFG.eps``, ``math.pi``). Host
-tensors carry the same kind of origin (``HostFunction.tensor_to_origin``).
+captured a float), or a number defined at the kernel's module level (``EPS``, ``CHUNK``).
+Host tensors carry the same kind of origin (``HostFunction.tensor_to_origin``).
 
 The lowering sorts them in two groups:
 
