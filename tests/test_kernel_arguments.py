@@ -9,11 +9,15 @@ host-computed block sizes) may change from call to call without a new compilatio
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
+import helion
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from examples_util import bound_args, clone_args, example_call, load_example, load_example_by_name
 
 from helion_mlir import ArgumentError, UnsupportedNodeError, generate_mlir
@@ -90,6 +94,33 @@ def test_runtime_block_size_follows_the_int_argument_it_is_computed_from() -> No
     module, compiled, (a, b), _ = compiled_example("split_k_barrier")
     for split_k in (1, 3, 4, 8, 13):  # one compiled kernel: block_k = next_power_of_2(cdiv(k, split_k)) per call
         torch.testing.assert_close(compiled(a, b, split_k=split_k), module.reference(a, b), **module.TOLERANCE)
+
+
+@functools.cache
+def dynamic_twin(name: str) -> CompiledKernel:
+    """The example with static_shapes=False, compiled once: one module serves every shape."""
+    module = load_example_by_name(name)
+    kernel = helion.kernel(module.KERNEL.fn, config=module.KERNEL.configs[0], static_shapes=False)
+    args, kwargs = example_call(module, "ragged")
+    return compile_kernel(kernel.bind(bound_args(kernel, args, kwargs)))
+
+
+@settings(max_examples=25)
+@given(m=st.integers(1, 40), k=st.integers(1, 300), n=st.integers(1, 40), split_k=st.integers(1, 70))
+def test_split_k_with_a_runtime_k_block_matches_torch_for_any_shape_and_split(m: int, k: int, n: int,
+                                                                              split_k: int) -> None:
+    gen = torch.Generator().manual_seed(m * 1000 + k)
+    a, b = torch.randn(m, k, generator=gen), torch.randn(k, n, generator=gen)
+    torch.testing.assert_close(dynamic_twin("split_k_barrier")(a, b, split_k=split_k), a @ b, rtol=1e-4, atol=1e-3)
+
+
+@settings(max_examples=25)
+@given(rows=st.integers(1, 40), cols=st.integers(1, 200), num_chunks=st.integers(1, 9))
+def test_runtime_column_tiles_hold_exactly_their_lanes_for_any_shape(rows: int, cols: int, num_chunks: int) -> None:
+    module = load_example_by_name("chunk_means")
+    x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(rows * 1000 + cols))
+    got = dynamic_twin("chunk_means")(x, num_chunks=num_chunks)
+    torch.testing.assert_close(got, module.reference(x, num_chunks), **module.TOLERANCE)
 
 
 def test_closure_cells_of_a_callable_argument_are_read_at_each_call() -> None:
