@@ -284,6 +284,7 @@ EXPECTED: dict[str, set[str]] = {
     "layer_norm_affine": {"aten.mean.dim", "aten.rsqrt.default", "_tracing_ops._inductor_lowering_extra"},
     "bias_activation": {"aten.sigmoid.default", "aten.clamp_min.default", "aten.clamp_max.default"},
     "gelu_module_constants": {"aten.tanh.default", "aten.clamp_min.default", "_tracing_ops._get_symnode"},
+    "rms_norm_module_eps": {"aten.mean.dim", "aten.rsqrt.default", "_tracing_ops._get_symnode"},
     "linear_attention_chunked": {"ForLoopGraphInfo", "aten.mm.default", "aten.ge.Tensor", "tile_ops.tile_index"},
     "hashed_embedding": {"aten.remainder.Scalar", "aten.mul.Tensor"},
     "split_k_barrier": {"ReductionLoopGraphInfo", "aten.addmm.default", "tile_ops.tile_id", "tile_ops.tile_end"},

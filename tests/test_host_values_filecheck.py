@@ -95,6 +95,10 @@ def test_module_level_values_are_constants_and_a_module_level_block_size_gives_s
         // CHECK: arith.constant 0.044715 : f32
         // CHECK: arith.constant 0.7978845608028654 : f32
     """)
+    filecheck(emit("rms_norm_module_eps"), """
+        // CHECK: func.func @rms_norm_module_eps(%x: tensor<37x100xf32>, %weight: tensor<100xf32>, %out: tensor<37x100xf32>)
+        // CHECK: arith.constant 1.0e-06 : f32
+    """)
     filecheck(emit("linear_attention_chunked"), """
         // CHECK: func.func @linear_attention_chunked(%q: tensor<3x45x16xf32>, %k: tensor<3x45x16xf32>, %v: tensor<3x45x16xf32>, %out: tensor<3x45x16xf32>)
         // CHECK: %[[CHUNK:$V]] = arith.constant 16 : index

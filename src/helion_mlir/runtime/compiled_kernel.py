@@ -12,6 +12,8 @@ import logging
 import time
 from typing import Any
 
+import torch
+
 from ..errors import ArgumentError, HelionMLIRError
 from ..generate import bind_kernel, generate_mlir
 from ..lowering.host_values import evaluate_origin
