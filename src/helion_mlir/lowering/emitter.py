@@ -190,11 +190,13 @@ class Emitter:
         body: Callable[[list[str], Callable[[int], str]], str],
         *,
         hint: str = "ew",
+        dynamic_sizes: Sequence[Scalar] = (),
     ) -> Tensor:
         """A parallel ``linalg.generic`` over ``out_shape`` with numpy broadcasting of inputs.
 
         ``body(block_args, index_of)`` emits the scalar computation (through ``self.op``)
         and returns the SSA name of the result; ``index_of(d)`` gives ``linalg.index d``.
+        The dynamic output sizes are ``dynamic_sizes`` when given, else the inputs'.
         """
         rank = len(out_shape)
         dims = [f"d{i}" for i in range(rank)]
@@ -209,7 +211,9 @@ class Emitter:
                 exprs.append("0" if size == 1 and out_size != 1 else dims[lead + i])
             maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(exprs)})>")
         maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>")
-        dynamic = [self._dynamic_size(inputs, rank, axis) for axis, s in enumerate(out_shape) if s is None]
+        dynamic = list(dynamic_sizes) or [
+            self._dynamic_size(inputs, rank, axis) for axis, s in enumerate(out_shape) if s is None
+        ]
         init = self.empty(out_shape, out_dtype, dynamic)
         result = self.fresh(hint)
         out_type = tensor_type(out_shape, out_dtype)

@@ -2,6 +2,7 @@
 
 from . import (
     aten,
+    aten_rewrites,
     atomics,
     control_flow,
     matmul,
@@ -14,4 +15,7 @@ from . import (
     views,
 )
 
-__all__ = ["aten", "atomics", "control_flow", "matmul", "memory", "reductions", "rolled_reductions", "scalars", "special", "tiles", "views"]
+__all__ = [
+    "aten", "aten_rewrites", "atomics", "control_flow", "matmul", "memory", "reductions", "rolled_reductions",
+    "scalars", "special", "tiles", "views",
+]
