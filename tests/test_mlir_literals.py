@@ -5,6 +5,8 @@ MLIR (the shared context) as an ``arith.constant``; its bits are read back throu
 ``arith.bitcast`` that the canonicalizer folds into an integer constant, so NaN payloads,
 signed zeros and subnormals are compared exactly. The intended bits are the ones torch
 stores for the value in that dtype (half types round through float32, as torch does).
+Kernels with float literals (``examples/rms_norm_eps.py``, ``gelu_tanh_manual.py``) show
+the spelling in emitted modules.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from examples_util import load_example_by_name
+from filecheck_util import run_filecheck
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from torch_mlir import ir, passmanager
 
+from helion_mlir import generate_mlir
 from helion_mlir.errors import HelionMLIRError
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.mlir_types import _round_to_format, _value_of, element_type, float_bits, literal
@@ -127,3 +132,22 @@ def test_literals_are_the_shortest_spelling_mlir_reads_back(value: float, mlir_t
 def test_numbers_a_type_cannot_hold_are_refused(value: float, mlir_type: str) -> None:
     with pytest.raises(HelionMLIRError):
         literal(value, mlir_type)
+
+
+# ------------------------------------------------------------------ in emitted kernels
+@pytest.mark.parametrize("output_type", ["linalg-on-tensors", "tosa", "stablehlo"])
+def test_kernel_float_literals_are_spelled_for_mlir(output_type: str) -> None:
+    # rms_norm_eps adds the literal 1e-6, gelu_tanh_manual multiplies by four constants;
+    # each becomes a float32 0-d tensor (the compute type) built from one arith.constant.
+    rms = load_example_by_name("rms_norm_eps")
+    run_filecheck(generate_mlir(rms.KERNEL.bind(rms.make_args("ragged")), output_type=output_type), """
+        // CHECK: %[[EPS:[A-Za-z0-9_]+]] = arith.constant 1.0e-06 : f32
+        // CHECK-NEXT: tensor.from_elements %[[EPS]] : tensor<f32>
+    """)
+    gelu = load_example_by_name("gelu_tanh_manual")
+    run_filecheck(generate_mlir(gelu.KERNEL.bind(gelu.make_args("ragged")), output_type=output_type), """
+        // CHECK-DAG: arith.constant 0.044715 : f32
+        // CHECK-DAG: arith.constant 0.7978846 : f32
+        // CHECK-DAG: arith.constant 0.5 : f32
+        // CHECK-DAG: arith.constant 1.0 : f32
+    """)
