@@ -51,7 +51,7 @@ def traced_call(node: fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
             "have dropped inputs of this node",
             hint="import helion_mlir before calling kernel.bind (in a new process, or with a new helion.kernel)",
         )
-    return (tuple(recorded[1]), dict(recorded[2])) if recorded is not None else (node.args, dict(node.kwargs))
+    return (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
 
 
 @register_family(is_aten_op)
