@@ -144,6 +144,7 @@ GRAPH_KINDS = {
 # an atomic.
 EXPECTED: dict[str, set[str]] = {
     "add": {"aten.add.Tensor"},
+    "alibi_bias": {"prims.iota.default", "tile_ops.tile_begin", "tile_ops.tile_index", "aten.abs.default"},
     "argmax_reduce": {
         "HelperFunctionGraphInfo", "ForLoopGraphInfo", "reduce_ops._reduce",
         "_tracing_ops._mask_to",
@@ -167,6 +168,10 @@ EXPECTED: dict[str, set[str]] = {
         "_tracing_ops._for_loop", "aten.sum.default",
     },
     "bmm": {"aten.baddbmm.default", "_tracing_ops._for_loop", "aten.sym_size.int"},
+    "causal_softmax_arange": {
+        "prims.iota.default", "tile_ops.tile_index", "aten.le.Tensor", "aten.where.self",
+        "aten.scalar_tensor.default", "aten.amax.default", "aten.exp.default",
+    },
     "column_bitwise": {
         "HelperFunctionGraphInfo", "reduce_ops._reduce", "atomic_ops.atomic_and",
         "atomic_ops.atomic_or", "atomic_ops.atomic_xor", "aten.bitwise_and.Tensor",
@@ -185,6 +190,7 @@ EXPECTED: dict[str, set[str]] = {
     "embedding": {"memory_ops.load", "memory_ops.store"},
     "exp": {"aten.exp.default"},
     "geglu": {"tile_ops.tile_index", "aten.pow.Tensor_Scalar", "aten.tanh.default"},
+    "gelu_tanh_manual": {"aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor"},
     "global_max_normalize": {"atomic_ops.atomic_max", "aten.abs.default", "aten.amax.default"},
     "group_norm": {
         "aten.view.default", "aten.mean.dim", "_tracing_ops._inductor_lowering_extra",
@@ -194,6 +200,7 @@ EXPECTED: dict[str, set[str]] = {
         "atomic_ops.atomic_add", "aten.clamp_min.default", "aten.clamp_max.default",
         "prims.convert_element_type.default", "_operator.sub",
     },
+    "int8_row_mean": {"aten.mean.dim", "aten.mul.Tensor"},
     "int_divmod": {"aten.div.Tensor_mode", "aten.remainder.Scalar", "aten.fmod.Scalar"},
     "jagged_sum": {
         "ForLoopGraphInfo", "_tracing_ops._for_loop", "_operator.add", "aten.sum.dim_IntList",
@@ -207,6 +214,7 @@ EXPECTED: dict[str, set[str]] = {
         "aten.exp2.default", "aten.log2.default", "aten.unsqueeze.default", "aten.neg.default",
         "aten.full.default", "aten.minimum.default",
     },
+    "masked_fill_value": {"aten.scalar_tensor.default", "aten.where.self"},
     "matmul": {
         "aten.mm.default", "_tracing_ops._for_loop", "_tracing_ops._phi", "creation_ops.full",
     },
@@ -224,6 +232,9 @@ EXPECTED: dict[str, set[str]] = {
     "matmul_bf16": {"matmul_ops.dot", "prims.convert_element_type.default"},
     "matmul_bias_relu": {"aten.addmm.default", "aten.relu.default", "view_ops.subscript"},
     "matmul_int8": {"matmul_ops.dot", "creation_ops.full"},
+    "matmul_layer_norm": {
+        "_tracing_ops._for_loop", "aten.addmm.default", "aten.mean.dim", "aten.rsqrt.default", "creation_ops.full",
+    },
     "matmul_split_k": {
         "atomic_ops.atomic_add", "tile_ops.tile_begin", "tile_ops.tile_end", "aten.mm.default",
     },
@@ -238,6 +249,7 @@ EXPECTED: dict[str, set[str]] = {
         "aten.mul.Tensor",
     },
     "rms_norm": {"aten.mean.dim", "aten.rsqrt.default", "_tracing_ops._inductor_lowering_extra"},
+    "rms_norm_eps": {"aten.mean.dim", "aten.rsqrt.default", "aten.add.Tensor"},
     "rope": {
         "view_ops.split", "view_ops.join", "prims.iota.default", "tile_ops.tile_index",
         "aten.pow.Scalar", "aten.sin.default", "aten.cos.default",
@@ -272,6 +284,7 @@ EXPECTED: dict[str, set[str]] = {
         "tile_ops.tile_begin", "tile_ops.tile_end", "_operator.sub", "_operator.mul",
         "_tracing_ops._phi",
     },
+    "window_mean_pool": {"aten.mean.dim", "tile_ops.tile_id"},
     "xorshift_rand": {
         "aten.__lshift__.Scalar", "aten.__rshift__.Scalar", "aten.bitwise_xor.Tensor",
         "aten.bitwise_and.Scalar", "tile_ops.tile_index",

@@ -16,7 +16,6 @@ import torch
 from ..errors import HelionMLIRError
 from ..inliner.builder import MLIRBuilder
 from ..mlir_types import (
-    DTYPES_OF_ELEMENT_TYPES,
     LOW_PRECISION_FLOATS,
     PACKED_PAIR_DTYPES,
     element_type,
@@ -91,12 +90,12 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
     if src in _FLOAT_WIDTH and dst in _INT_WIDTH:
         if dst == "i1":
             zero = fresh()
-            return [f"{zero} = arith.constant 0.0 : {src}", f"{out} = arith.cmpf une, {ssa}, {zero} : {src}"], out
+            return [f"{zero} = arith.constant {literal(0, src)} : {src}", f"{out} = arith.cmpf une, {ssa}, {zero} : {src}"], out
         return [f"{out} = arith.fptosi {ssa} : {src} to {dst}"], out
     if src in _INT_WIDTH and dst in _INT_WIDTH:
         if dst == "i1":
             zero = fresh()
-            return [f"{zero} = arith.constant 0 : {src}", f"{out} = arith.cmpi ne, {ssa}, {zero} : {src}"], out
+            return [f"{zero} = arith.constant {literal(0, src)} : {src}", f"{out} = arith.cmpi ne, {ssa}, {zero} : {src}"], out
         if _INT_WIDTH[dst] > _INT_WIDTH[src]:
             op = "arith.extui" if (src == "i1" or not signed) else "arith.extsi"
         else:
@@ -144,11 +143,7 @@ class Emitter:
     # -- scalars ------------------------------------------------------------------------------
     def const(self, value: float | int | bool, mlir_type: str) -> Scalar:
         """An ``arith.constant``, reused while still in scope."""
-        if mlir_type == "index":
-            text = str(int(value))
-        else:
-            dtype = DTYPES_OF_ELEMENT_TYPES[mlir_type]
-            text = literal(value, dtype)
+        text = literal(value, mlir_type)
         key = (text, mlir_type)
         for scope in reversed(self._constant_scopes):
             if key in scope:

@@ -29,7 +29,10 @@ from ..values import HostRef, Scalar, Tensor
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
 
-__all__ = ["is_aten_op", "lower_aten_op", "import_and_inline", "twin_node"]
+__all__ = [
+    "is_aten_op", "lower_aten_op", "traced_call", "import_and_inline", "import_aten_call", "twin_node",
+    "input_values", "zero_dim_tensor",
+]
 
 
 def is_aten_op(target: Any) -> bool:
@@ -37,8 +40,9 @@ def is_aten_op(target: Any) -> bool:
     return isinstance(target, torch._ops.OpOverload) and target.namespace in ("aten", "prims")
 
 
-@register_family(is_aten_op)
-def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
+def traced_call(node: fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments ``node`` was traced with; Helion's lowering pass may have rewritten
+    the node's own (see helion_compat)."""
     recorded = original_args(node)
     if recorded is None and "lowering" in node.meta:
         raise NodeNormalizationError(
@@ -47,13 +51,18 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
             "have dropped inputs of this node",
             hint="import helion_mlir before calling kernel.bind (in a new process, or with a new helion.kernel)",
         )
-    args, kwargs = (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
+    return (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
+
+
+@register_family(is_aten_op)
+def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
+    args, kwargs = traced_call(node)
     target, numbers = node.target, {}
     if v.importer.output_type is not OutputType.RAW:  # raw output stays the op as traced
         target = tensor_operand_overload(node.target, args, kwargs)
         args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
     if not numbers and target is node.target and args == node.args and kwargs == dict(node.kwargs):
-        return _checked(v, node, import_and_inline(v, node, _input_values(v, node)))
+        return _checked(v, node, import_and_inline(v, node, input_values(v, node)))
     # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
     # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
     scratch = fx.Graph()  # short-lived: its nodes die young, as garbage a cheap collection frees
@@ -62,7 +71,7 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
     kwargs = {k: stand_ins.get(("kwarg", k), a) for k, a in kwargs.items()}
     try:
         with twin_node(node, target, args, kwargs, scratch) as twin:
-            values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
+            values = input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
             return _checked(v, node, import_and_inline(v, twin, values, report_as=node))
     except UnsupportedNodeError as err:  # report it for the node the user's graph has
         raise err.about(node) from None
@@ -87,6 +96,32 @@ def twin_node(
         yield twin
     finally:
         graph.erase_node(twin)
+
+
+def import_aten_call(
+    v: "IRVisitor", node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+) -> Any:
+    """Lower ``target(*args, **kwargs)`` through torch-mlir where lowered values (Tensors,
+    Scalars) stand in the argument slots; errors name ``node``.
+
+    This is how a rule computes an ATen op on values it made itself (a cast input, an
+    element count) rather than on the kernel's nodes.
+    """
+    scratch = fx.Graph()  # short-lived, as lower_aten_op's
+    given: dict[fx.Node, Any] = {}
+
+    def stand_in(value: Any) -> Any:
+        if isinstance(value, (Tensor, Scalar)):
+            placeholder = scratch.placeholder(f"in{len(given)}")
+            given[placeholder] = value
+            return placeholder
+        if isinstance(value, (list, tuple)):
+            return type(value)(stand_in(x) for x in value)
+        return value
+
+    args, kwargs = stand_in(tuple(args)), {k: stand_in(x) for k, x in (kwargs or {}).items()}
+    with twin_node(node, target, args, kwargs, scratch) as twin:
+        return import_and_inline(v, twin, [given[n] for n in node_inputs(twin)], report_as=node)
 
 
 def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -158,7 +193,7 @@ def _numbers_as_tensors(target: Any, args: tuple[Any, ...], kwargs: dict[str, An
     return args, kwargs, found
 
 
-def _zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -> Tensor:
+def zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -> Tensor:
     """``number`` as a 0-d tensor that promotes with ``partners`` as the plain number would."""
     value = v.value(number) if isinstance(number, fx.Node) else number
     if isinstance(value, Tensor):
@@ -172,14 +207,14 @@ def _zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -
     return result
 
 
-def _input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | None = None) -> list[Any]:
+def input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | None = None) -> list[Any]:
     """The values of ``node``'s inputs (``numbers``: stand-in nodes for numbers to pass as
     0-d tensors); a reduction over ragged tile dims gets only the in-bounds lanes (exact
     for every reduction, mean and variance included)."""
     inputs = node_inputs(node)
     numbers = numbers or {}
     partners = [x.dtype for x in (_resolved(v, n) for n in inputs if n not in numbers) if isinstance(x, Tensor)]
-    values = [_zero_dim_tensor(v, numbers[n], partners) if n in numbers else v.value(n) for n in inputs]
+    values = [zero_dim_tensor(v, numbers[n], partners) if n in numbers else v.value(n) for n in inputs]
     reduced = reduced_dims(node)
     if reduced is None or not inputs or node.args[0] is not inputs[0]:
         return values
