@@ -95,6 +95,27 @@ def test_value_defined_in_both_branches_is_the_if_result_stored_after_it() -> No
     """)
 
 
+def test_variables_both_branches_only_copy_are_selects_not_an_scf_if() -> None:
+    # kth_smallest: `if count >= k: hi = mid` / `else: lo = mid` inside a while loop. (A
+    # linalg.generic, not a tensor arith.select: torch-mlir's backend contract refuses those,
+    # and its canonicalizer makes them of such an scf.if, so raw output would not run.)
+    filecheck(emit("kth_smallest"), """
+        // CHECK-LABEL: func.func @kth_smallest(
+        // CHECK-NOT:   scf.if
+        // CHECK:       scf.while (%[[STEP:$V]] = %{{$V}}, %[[LO:$V]] = %{{$V}}, %[[HI:$V]] = %{{$V}})
+        // CHECK:       } do {
+        // CHECK-NEXT:  ^bb0(%{{$V}}: tensor<i32>, %[[LO2:$V]]: tensor<f32>, %[[HI2:$V]]: tensor<f32>):
+        // CHECK:         %[[TAKE:$V]] = tensor.extract %{{$V}}[] : tensor<i1>
+        // CHECK-NEXT:    %[[EMPTY:$V]] = tensor.empty() : tensor<f32>
+        // CHECK-NEXT:    %[[NEWHI:$V]] = linalg.generic {{.*}} ins(%[[MID:$V]], %[[HI2]] : tensor<f32>, tensor<f32>)
+        // CHECK:           arith.select %[[TAKE]], %{{$V}}, %{{$V}} : f32
+        // CHECK:         %[[NEWLO:$V]] = linalg.generic {{.*}} ins(%[[LO2]], %[[MID]] : tensor<f32>, tensor<f32>)
+        // CHECK:           arith.select %[[TAKE]], %{{$V}}, %{{$V}} : f32
+        // CHECK:         scf.yield %{{$V}}, %[[NEWLO]], %[[NEWHI]] : tensor<i32>, tensor<f32>, tensor<f32>
+        // CHECK-NOT:   scf.if
+    """)
+
+
 @pytest.mark.parametrize("mode", [0, 1, 2])
 @pytest.mark.parametrize("alpha", [0.5, -1.0])
 def test_branches_on_runtime_scalars_take_the_path_the_scalars_choose(mode: int, alpha: float) -> None:

@@ -227,6 +227,10 @@ EXPECTED: dict[str, set[str]] = {
     "jagged_sum": {
         "ForLoopGraphInfo", "_tracing_ops._for_loop", "_operator.add", "aten.sum.dim_IntList",
     },
+    "kth_smallest": {
+        "WhileLoopGraphInfo", "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._while_loop",
+        "_tracing_ops._if", "aten.le.Tensor", "aten.ge.Scalar", "aten.amin.default",
+    },
     "layer_norm": {
         "ReductionLoopGraphInfo", "aten.rsqrt.default", "aten.sum.dim_IntList",
         "_tracing_ops._mask_to", "prims.convert_element_type.default",

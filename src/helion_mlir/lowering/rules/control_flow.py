@@ -216,7 +216,9 @@ def lower_if(v: "IRVisitor", node: fx.Node) -> list[Any]:
     for a branch that does not assign it, the variable's name (its value before the ``if``,
     passed to one of the branches as an argument). The ``_if`` node's results are the
     ``N`` values of the then side followed by the ``N`` of the else side, and each ``_phi``
-    after it merges results ``k`` and ``N + k``.
+    after it merges results ``k`` and ``N + k``. A variable that both branches only copy
+    from values defined before the ``if`` (``hi = mid`` / ``lo = mid``) is a select of the
+    two after it, not an ``scf.if`` result.
     """
     test, then_gid, else_gid, then_args, else_args = node.args
     info = v.model.graph(int(then_gid))
@@ -230,42 +232,86 @@ def lower_if(v: "IRVisitor", node: fx.Node) -> list[Any]:
     written = [name for gid in (int(then_gid), int(else_gid)) for name in v.model.writes.get(gid, [])]
     written = list(dict.fromkeys(written))
     metas = node.meta.get("val") or []
+    sides = ((then_gid, then_args), (else_gid, else_args))
 
-    def side_values(side: int, outs: list[Any]) -> list[Any]:
+    def side_values(side: int, outs: list[Any], keys: list[int]) -> list[Any]:
         return [outs[src] if isinstance(src, int) else placeholder_for_outer(v, outer_nodes[src])
-                for src in (entry[side] for entry in entries)]
+                for src in (entries[k][side] for k in keys)]
 
     cond = _condition(v, test)
     if isinstance(cond, bool):  # statically known: emit the taken branch only
-        side, gid, args = (0, then_gid, then_args) if cond else (1, else_gid, else_args)
-        merged = side_values(side, v.run_graph(int(gid), [placeholder_for_outer(v, a) for a in args]))
-    else:
-        templates: list[Value] = [v.state[name] for name in written]
-        templates += [template_of_meta(v, metas[k] if k < len(metas) else None) for k in range(len(entries))]
+        side = 0 if cond else 1
+        gid, args = sides[side]
+        outs = v.run_graph(int(gid), [placeholder_for_outer(v, a) for a in args])
+        return _if_results(v, node, entries, outer_nodes, side_values(side, outs, list(range(len(entries)))))
+
+    copied = {k: pair for k in range(len(entries))
+              if None not in (pair := tuple(_copied_outer(v, entries[k][s], *sides[s], outer_nodes) for s in (0, 1)))}
+    kept = [k for k in range(len(entries)) if k not in copied]
+    merged: list[Any] = [None] * len(entries)
+    templates: list[Value] = [v.state[name] for name in written]
+    templates += [template_of_meta(v, metas[k] if k < len(metas) else None) for k in kept]
+    if templates:
         types = [t.type for t in templates]
         result = v.ops.fresh("if")
-        lhs = f"{result}:{len(templates)} = " if len(templates) > 1 else (f"{result} = " if templates else "")
-        header = f"{lhs}scf.if {cond.ssa}" + (f" -> ({', '.join(types)})" if templates else "") + " {"
+        lhs = f"{result}:{len(templates)} = " if len(templates) > 1 else f"{result} = "
+        header = f"{lhs}scf.if {cond.ssa} -> ({', '.join(types)}) {{"
         before = dict(v.state)
 
-        def branch(side: int, gid: Any, args: Any) -> None:
+        def branch(side: int) -> None:
             v.state.update(before)
+            gid, args = sides[side]
             outs = v.run_graph(int(gid), [placeholder_for_outer(v, a) for a in args])
-            vals = [v.state[name] for name in written] + side_values(side, outs)
+            vals = [v.state[name] for name in written] + side_values(side, outs, kept)
             vals = [_match_type(v, x, t) for x, t in zip(vals, templates)]
-            if vals:
-                v.ops.op(f"scf.yield {', '.join(x.ssa for x in vals)} : {', '.join(types)}")
+            v.ops.op(f"scf.yield {', '.join(x.ssa for x in vals)} : {', '.join(types)}")
 
         with v.ops.region(header, "} else {", locate_footer=False):
-            branch(0, then_gid, then_args)
+            branch(0)
         with v.ops.region("", "}"):
-            branch(1, else_gid, else_args)
+            branch(1)
         v.state.update(before)
         finals = [_rebind(t, result, i, len(templates)) for i, t in enumerate(templates)]
         for name, value in zip(written, finals):
             v.state[name] = value  # type: ignore[assignment]
-        merged = finals[len(written):]
+        for k, value in zip(kept, finals[len(written):]):
+            merged[k] = value
+    for k, (then_value, else_value) in copied.items():
+        like = template_of_meta(v, metas[k] if k < len(metas) else None)
+        merged[k] = _select(v, cond, _match_type(v, then_value, like), _match_type(v, else_value, like))
     return _if_results(v, node, entries, outer_nodes, merged)
+
+
+def _copied_outer(v: "IRVisitor", src: int | str, gid: Any, args: list[Any], outer_nodes: dict[str, Any]) -> Any:
+    """The value from before the ``if`` that a branch leaves in a variable without computing
+    anything (it keeps the variable, or assigns another one to it); None if it computes it."""
+    if not isinstance(src, int):
+        return placeholder_for_outer(v, outer_nodes[src])
+    graph = v.model.graph(int(gid)).graph
+    out = next(n for n in graph.nodes if n.op == "output").args[0][src]
+    while isinstance(out, fx.Node) and out.target is _tracing_ops._new_var:
+        out = out.args[0]
+    if not isinstance(out, fx.Node) or out.op != "placeholder":
+        return None
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    return placeholder_for_outer(v, args[placeholders.index(out)])
+
+
+def _select(v: "IRVisitor", cond: Scalar, a: Value, b: Value) -> Value:
+    """``cond ? a : b``; a linalg.generic for tensors (torch-mlir's backend contract has no
+    tensor-typed arith.select)."""
+    if isinstance(a, Scalar):
+        out = v.ops.fresh("sel")
+        v.ops.op(f"{out} = arith.select {cond.ssa}, {a.ssa}, {b.ssa} : {a.type}")
+        return Scalar(out, a.type)
+    assert isinstance(a, Tensor) and isinstance(b, Tensor)
+
+    def body(args: list[str], _index_of: Callable[[int], str]) -> str:
+        out = v.ops.fresh("sel")
+        v.ops.op(f"{out} = arith.select {cond.ssa}, {args[0]}, {args[1]} : {element_type(a.dtype)}")
+        return out
+
+    return v.ops.elementwise([a, b], a.shape, a.dtype, body, hint="select")
 
 
 def _if_results(v: "IRVisitor", node: fx.Node, entries: list[tuple[Any, ...]], outer_nodes: dict[str, Any],
