@@ -157,6 +157,10 @@ EXPECTED: dict[str, set[str]] = {
         "aten.amax.default", "aten.maximum.default", "aten.sub.Tensor", "aten.div.Tensor",
         "creation_ops.full", "view_ops.subscript",
     },
+    "attention_backward": {
+        "atomic_ops.atomic_add", "aten.bmm.default", "aten.baddbmm.default", "aten.permute.default",
+        "_tracing_ops._for_loop", "view_ops.subscript",
+    },
     "attention_causal": {
         "matmul_ops.dot", "tile_ops.tile_end", "tile_ops.tile_index", "aten.ge.Tensor",
         "aten.where.self", "aten.scalar_tensor.default", "aten.exp.default",
@@ -167,10 +171,18 @@ EXPECTED: dict[str, set[str]] = {
         "HelperFunctionGraphInfo", "tile_ops.tile_id", "scan_ops._associative_scan",
         "_tracing_ops._for_loop", "aten.sum.default",
     },
+    "block_sparse_matmul": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
+        "aten.addmm.default", "aten.amax.default", "aten.abs.default", "aten.gt.Scalar",
+    },
     "bmm": {"aten.baddbmm.default", "_tracing_ops._for_loop", "aten.sym_size.int"},
     "causal_softmax_arange": {
         "prims.iota.default", "tile_ops.tile_index", "aten.le.Tensor", "aten.where.self",
         "aten.scalar_tensor.default", "aten.amax.default", "aten.exp.default",
+    },
+    "causal_attention_skip": {
+        "IfGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop", "_operator.lt",
+        "tile_ops.tile_begin", "tile_ops.tile_end", "tile_ops.tile_index", "aten.mm.default",
     },
     "column_bitwise": {
         "HelperFunctionGraphInfo", "reduce_ops._reduce", "atomic_ops.atomic_and",
@@ -185,6 +197,10 @@ EXPECTED: dict[str, set[str]] = {
         "ReductionLoopGraphInfo", "tile_ops.tile_index", "aten.log.default", "aten.exp.default",
         "aten.amax.default", "_tracing_ops._mask_to",
     },
+    "cross_entropy_ignore": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
+        "aten.eq.Scalar", "aten.log.default", "aten.maximum.default",
+    },
     "cumsum": {"HelperFunctionGraphInfo", "scan_ops._associative_scan"},
     "cumsum_looped": {"scan_ops._associative_scan", "_tracing_ops._for_loop", "view_ops.subscript"},
     "embedding": {"memory_ops.load", "memory_ops.store"},
@@ -196,14 +212,31 @@ EXPECTED: dict[str, set[str]] = {
         "aten.view.default", "aten.mean.dim", "_tracing_ops._inductor_lowering_extra",
         "aten.sqrt.default",
     },
+    "grouped_gemm": {"_tracing_ops._for_loop", "aten.addmm.default", "_operator.add"},
     "histogram": {
         "atomic_ops.atomic_add", "aten.clamp_min.default", "aten.clamp_max.default",
         "prims.convert_element_type.default", "_operator.sub",
     },
     "int8_row_mean": {"aten.mean.dim", "aten.mul.Tensor"},
     "int_divmod": {"aten.div.Tensor_mode", "aten.remainder.Scalar", "aten.fmod.Scalar"},
+    "jagged_dense_add": {
+        "_tracing_ops._for_loop", "aten.amax.default", "aten.lt.Tensor", "tile_ops.tile_index",
+        "view_ops.subscript",
+    },
+    "jagged_hstu_attention": {
+        "_tracing_ops._for_loop", "aten.bmm.default", "aten.baddbmm.default", "prims.iota.default",
+        "tile_ops.tile_index", "aten.amax.default", "aten.where.self",
+    },
+    "jagged_mean": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
+        "aten.gt.Scalar", "aten.div.Tensor", "prims.convert_element_type.default",
+    },
     "jagged_sum": {
         "ForLoopGraphInfo", "_tracing_ops._for_loop", "_operator.add", "aten.sum.dim_IntList",
+    },
+    "kth_smallest": {
+        "WhileLoopGraphInfo", "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._while_loop",
+        "_tracing_ops._if", "aten.le.Tensor", "aten.ge.Scalar", "aten.amin.default",
     },
     "layer_norm": {
         "ReductionLoopGraphInfo", "aten.rsqrt.default", "aten.sum.dim_IntList",
@@ -238,11 +271,18 @@ EXPECTED: dict[str, set[str]] = {
     "matmul_split_k": {
         "atomic_ops.atomic_add", "tile_ops.tile_begin", "tile_ops.tile_end", "aten.mm.default",
     },
+    "moe_scatter_add": {"atomic_ops.atomic_add", "aten.mul.Tensor", "view_ops.subscript"},
+    "moe_topk_combine": {"aten.sum.dim_IntList", "aten.mul.Tensor", "view_ops.subscript"},
+    "moe_unpermute": {"memory_ops.load", "memory_ops.store", "aten.exp.default"},
     "newton_rsqrt": {
         "WhileLoopGraphInfo", "WhileConditionGraphInfo", "_tracing_ops._while_loop",
         "aten.lt.Scalar",
     },
     "outer_product": {"view_ops.subscript", "aten.mul.Tensor"},
+    "padded_attention_scores": {
+        "_tracing_ops._for_loop", "aten.baddbmm.default", "aten.amax.default", "aten.permute.default",
+        "tile_ops.tile_index", "aten.where.self",
+    },
     "pairwise_pool": {"_tracing_ops._for_loop_step", "_operator.floordiv", "_operator.add"},
     "philox": {
         "aten.__rshift__.Scalar", "aten.bitwise_and.Scalar", "aten.bitwise_xor.Tensor",
@@ -253,6 +293,10 @@ EXPECTED: dict[str, set[str]] = {
     "rope": {
         "view_ops.split", "view_ops.join", "prims.iota.default", "tile_ops.tile_index",
         "aten.pow.Scalar", "aten.sin.default", "aten.cos.default",
+    },
+    "routed_accumulate": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
+        "aten.eq.Scalar", "_operator.mul", "_operator.add",
     },
     "row_branch": {
         "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "aten.eq.Scalar", "aten.relu.default",
@@ -267,6 +311,11 @@ EXPECTED: dict[str, set[str]] = {
         "ForLoopGraphInfo", "_tracing_ops._for_loop", "_tracing_ops._new_var", "_tracing_ops._phi",
         "creation_ops.full",
     },
+    "scaled_activation": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_operator.eq", "_operator.gt",
+        "aten.relu.default", "_gelu_tanh_approx._gelu_erf", "aten.sigmoid.default",
+    },
+    "segment_weight_grad": {"_tracing_ops._for_loop", "aten.addmm.default", "aten.permute.default"},
     "softmax_looped": {"ReductionLoopGraphInfo", "_tracing_ops._for_loop", "aten.exp.default"},
     "softmax_one_pass": {
         "ReductionLoopGraphInfo", "_tracing_ops._mask_to", "aten.amax.default", "aten.exp.default",
@@ -279,6 +328,13 @@ EXPECTED: dict[str, set[str]] = {
     "tile_branch": {
         "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "tile_ops.tile_begin",
         "tile_ops.tile_end", "tile_ops.tile_index", "_operator.gt", "aten.le.Tensor",
+    },
+    "varlen_attention": {
+        "_tracing_ops._for_loop", "aten.mm.default", "aten.addmm.default", "aten.exp.default",
+        "aten.where.self",
+    },
+    "weighted_nll": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "aten.eq.Scalar", "aten.where.self",
     },
     "welford": {
         "tile_ops.tile_begin", "tile_ops.tile_end", "_operator.sub", "_operator.mul",

@@ -290,7 +290,7 @@ def import_and_inline(
     operands: list[str] = []
     for source, value in zip(node_inputs(node), resolved):
         if isinstance(value, Tensor):
-            import_inputs.append(TensorSpec(value.shape, value.dtype))
+            import_inputs.append(TensorSpec(value.shape, value.dtype, dynamic_size_keys(source, value)))
             operands.append(value.ssa)
         elif isinstance(value, Scalar):
             val = source.meta.get("val")
@@ -336,6 +336,16 @@ def _reject_packed(node: fx.Node, values: list[Any]) -> None:
             "tensor with half its values; unpack them with hl.float4_e2m1fn_x2_to_float32 "
             "(or view the bytes as torch.uint8) first"
         )
+
+
+def dynamic_size_keys(source: fx.Node, value: Tensor) -> tuple[Any, ...]:
+    """For each dynamic dim of ``value``, the size expression Helion traced for it: dynamic
+    dims of one node's inputs with the same expression have the same size at run time."""
+    meta = source.meta.get("val")
+    if not isinstance(meta, torch.Tensor) or meta.dim() != value.rank:
+        return ()
+    return tuple(size.node.expr if d is None and isinstance(size, torch.SymInt) else None
+                 for d, size in zip(value.shape, meta.shape))
 
 
 _TORCH_ELEMENT = {

@@ -22,7 +22,7 @@ from ...errors import HelionMLIRError
 from ...mlir_types import LOW_PRECISION_FLOATS, element_type
 from ..helion_compat import original_args
 from ..registry import register_lowering
-from ..values import Tensor
+from ..values import Scalar, Tensor
 from .aten import lower_aten_op
 
 if TYPE_CHECKING:
@@ -50,7 +50,11 @@ def _is_narrow_float(dtype: torch.dtype) -> bool:
 def _matmul(v: "IRVisitor", a: Tensor, b: Tensor, acc: Tensor | None, accumulate_in: torch.dtype) -> Tensor:
     """``acc + a @ b`` (2-D, or batched 3-D) accumulated in ``accumulate_in``."""
     shape = tuple(a.shape[:-1]) + (b.shape[-1],)
-    init = v.ops.broadcast_to(acc, shape) if acc is not None else v.ops.fill(shape, accumulate_in, 0)
+    if acc is not None:
+        init = v.ops.broadcast_to(acc, shape)
+    else:  # dynamic result dims (whole dims with static_shapes=False) take their size from the operands
+        sizes = [v.ops.dim(a, axis) for axis in range(a.rank - 1)] + [v.ops.dim(b, b.rank - 1)]
+        init = v.ops.fill(shape, accumulate_in, 0, [size for size in sizes if isinstance(size, Scalar)])
     op = "linalg.matmul" if a.rank == 2 else "linalg.batch_matmul"
     result = Tensor(v.ops.fresh("dot"), shape, accumulate_in)
     v.ops.op(f"{result.ssa} = {op} ins({a.ssa}, {b.ssa} : {a.type}, {b.type}) outs({init.ssa} : {init.type}) -> {init.type}")
