@@ -553,7 +553,7 @@ def test_top_level_tile_loop_carries_the_location_of_its_for_statement() -> None
         // CHECK:      tensor.insert_slice %[[SUM]] into
     """),
     ("tosa", """
-        // CHECK-NEXT: %[[SUM:$V]] = tosa.add %[[XS]], %[[YS]] : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+        // CHECK-NEXT: %[[SUM:$V]] = "tosa.add"(%[[XS]], %[[YS]]) : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
         // CHECK-NEXT: tensor.insert_slice %[[SUM]] into
     """),
     ("stablehlo", """

@@ -306,7 +306,7 @@ class BatchLowering:
             for index, (entry, holder) in enumerate(zip(imported, holders)):
                 (func,) = [op.operation for op in holder.regions[0].blocks[0].operations]
                 _rename(func, _batch_name(entry, index), entry.func_name)
-                entry.result = _print(holder.clone())
+                entry.result = _print(holder.clone(), self.output_type)
             return
         functions: dict[str, ir.Operation] = {}
         shared: list[ir.Operation] = []
@@ -322,7 +322,7 @@ class BatchLowering:
                     op.clone()
                 copy = functions[_batch_name(entry, index)].clone()
             _rename(copy, _batch_name(entry, index), entry.func_name)
-            entry.result = _print(single.operation)
+            entry.result = _print(single.operation, self.output_type)
 
 
 def _batch_name(entry: Pending, index: int) -> str:
@@ -361,9 +361,16 @@ def _drop_trailing_operations(module: ir.Module, kept: int) -> None:
         operations[len(operations) - 1].operation.erase()
 
 
-def _print(op: ir.Operation) -> str:
+def _print(op: ir.Operation, output_type: OutputType) -> str:
+    """The text of a lowered module; tosa in MLIR's generic op form.
+
+    The custom syntax of TOSA ops changes between MLIR releases (IREE 3.13's MLIR reads
+    ``tosa.reduce_sum %x axis(1)`` where torch-mlir's prints ``{axis = 1 : i32}``); the
+    generic form of the same ops reads the same in both.
+    """
     # The pipeline verified the IR already; printing would verify it once more.
-    return op.get_asm(enable_debug_info=True, assume_verified=True)
+    return op.get_asm(enable_debug_info=True, assume_verified=True,
+                      print_generic_op_form=output_type is OutputType.TOSA)
 
 
 # --------------------------------------------------------------------------------------
