@@ -534,14 +534,17 @@ def test_scalar_overload_falls_back_to_its_tensor_form() -> None:
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.int32, torch.bool])
-@pytest.mark.parametrize("scalar", [True, 3, -7, 0.1, 1e-3, 65504.5], ids=repr)
+@pytest.mark.parametrize("scalar", [True, 3, -7, 70000, 16777217, 0.1, 1e-3, 65504.5], ids=repr)
 def test_0d_tensor_stands_for_a_wrapped_number_exactly(dtype, scalar) -> None:
-    """Same result dtype and values as the Python scalar (single rounding included)."""
+    """Same result dtype and values as the Python scalar (single rounding included); an
+    int beside floating tensors is carried in their compute type, never as int64."""
     from helion_mlir.importer.rewrites import scalar_tensor_dtype
 
     values = torch.tensor([0.0, 1.0, 2.5, -3.0, 100.0, 0.3]).to(dtype)
     stand_in = torch.tensor(scalar, dtype=scalar_tensor_dtype(scalar, [dtype]))
-    for op in (torch.add, torch.mul):
+    if dtype.is_floating_point and type(scalar) is int:
+        assert stand_in.dtype in (torch.float32, torch.float64)
+    for op in (torch.add, torch.mul, torch.div):
         expected, got = op(values, scalar), op(values, stand_in)
         assert got.dtype == expected.dtype
         assert torch.equal(got, expected)

@@ -2,8 +2,10 @@
 
 The kernel's own host code runs as Helion generated it (see :mod:`helion_mlir.runtime.host_code`);
 its device launch calls the emitted function, compiled to native code in-process
-(:mod:`helion_mlir.runtime.engine`), and the results are written back into the tensors the
-device code writes, so in-place arguments change exactly as with Helion.
+(:mod:`helion_mlir.runtime.engine`, ``runtime="jit"``) or by IREE
+(:mod:`helion_mlir.runtime.iree_engine`, ``runtime="iree"``), and the results are written
+back into the tensors the device code writes, so in-place arguments change exactly as with
+Helion.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from ..lru_cache import LRUCache
 from ..output_type import OutputType
 from .engine import CompiledFunction, compile_module
 from .host_code import HostCode
+from .iree_engine import IreeFunction, compile_with_iree
 
-__all__ = ["CompiledKernel", "compile_kernel"]
+__all__ = ["RUNTIMES", "CompiledKernel", "compile_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -30,24 +33,30 @@ log = logging.getLogger(__name__)
 COMPILED_KERNEL_CACHE_CAPACITY = 256
 _CACHE: "LRUCache[CompiledKernel]" = LRUCache(COMPILED_KERNEL_CACHE_CAPACITY)
 
+#: What runs the emitted function: torch-mlir's ExecutionEngine in-process, or IREE.
+RUNTIMES = ("jit", "iree")
+
 
 class CompiledKernel:
     """A Helion kernel compiled through MLIR; call it like the kernel."""
 
-    def __init__(self, bound: Any, *, output_type: OutputType | str, config: Any = None) -> None:
+    def __init__(self, bound: Any, *, output_type: OutputType | str, config: Any = None, runtime: str = "jit") -> None:
         started = time.perf_counter()
         self.output_type = OutputType.parse(output_type)
+        self.runtime = _check_runtime(runtime)
         self.bound = bound
         self.config = resolve_config(bound, config)
         self.model = KernelModel(bound, self.config)
         self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config)
         self.emit_seconds = time.perf_counter() - started
-        self.function: CompiledFunction = compile_module(self.mlir, self.model.name, output_type=self.output_type)
+        compile_function = compile_with_iree if self.runtime == "iree" else compile_module
+        self.function: CompiledFunction | IreeFunction = compile_function(
+            self.mlir, self.model.name, output_type=self.output_type)
         self.host = HostCode.from_bound(bound, self.config)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
-        log.info("compiled kernel %s: emit %.0f ms, compile %.0f ms", self.model.name,
+        log.info("compiled kernel %s (%s): emit %.0f ms, compile %.0f ms", self.model.name, self.runtime,
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
     @property
@@ -109,6 +118,12 @@ class CompiledKernel:
                 raise ArgumentError(f"argument '{name}' of {self.name} must be a number, got {type(value).__name__}")
 
 
+def _check_runtime(runtime: str) -> str:
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown runtime {runtime!r}; expected one of {', '.join(RUNTIMES)}")
+    return runtime
+
+
 def _signature_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(
         (tuple(str(d) for d in a.shape), a.dtype, a.device.type) if isinstance(a, torch.Tensor) else type(a).__name__
@@ -122,19 +137,23 @@ def compile_kernel(
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
+    runtime: str = "jit",
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
 
-    Compiled kernels are cached per kernel, config, argument signature and output type
-    (the most recently used :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
+    ``runtime`` is ``"jit"`` (torch-mlir's ExecutionEngine, in-process) or ``"iree"``
+    (``iree-compile`` for llvm-cpu and IREE's runtime; needs ``iree-base-compiler`` and
+    ``iree-base-runtime``). Both run the same host code with the same argument checks.
+    Compiled kernels are cached per kernel, config, argument signature, output type and
+    runtime (the most recently used :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     cfg = resolve_config(bound, config)
-    key = (id(bound.kernel), repr(cfg), _signature_key(tuple(bound.fake_args)), kind)
+    key = (id(bound.kernel), repr(cfg), _signature_key(tuple(bound.fake_args)), kind, _check_runtime(runtime))
     cached = _CACHE.get(key)
     if cached is not None and cached.bound.kernel is bound.kernel:  # an id may be reused
         return cached
-    compiled = CompiledKernel(bound, output_type=kind, config=cfg)
+    compiled = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime)
     _CACHE.put(key, compiled)
     return compiled
