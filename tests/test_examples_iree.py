@@ -38,8 +38,11 @@ KNOWN_COMPILE_GAPS = {
 }
 # Dynamic shapes through IREE: one kernel per construct the emission adapts for it
 # (nested tile loops over tensors with two or more dynamic sizes and with one, a loop
-# that may run zero times, three-level nests, lane loops of atomics).
-DYNAMIC = ["add", "bmm", "column_stats", "histogram", "jagged_sum", "row_mean_dynamic", "softmax_two_pass"]
+# that may run zero times, three-level nests, lane loops of atomics; stablehlo broadcasts
+# whose expansion is stated).
+DYNAMIC = [(name, "linalg-on-tensors") for name in
+           ("add", "bmm", "column_stats", "histogram", "jagged_sum", "row_mean_dynamic", "softmax_two_pass")]
+DYNAMIC += [("softmax_one_pass", "stablehlo"), ("cross_entropy", "stablehlo")]
 
 
 def _matches(got: Any, expected: Any, tolerance: dict[str, float], where: str) -> None:
@@ -77,8 +80,8 @@ def test_example_compiles_and_runs_in_iree_and_matches_helion_reference_mode(nam
     _run_through_iree(module.KERNEL, module, output_type, f"{name} [{output_type}, IREE]")
 
 
-@pytest.mark.parametrize("name", DYNAMIC)
-def test_example_with_dynamic_shapes_compiles_and_runs_in_iree(name: str) -> None:
+@pytest.mark.parametrize(("name", "output_type"), DYNAMIC)
+def test_example_with_dynamic_shapes_compiles_and_runs_in_iree(name: str, output_type: str) -> None:
     module = load_example_by_name(name)
     kernel = helion.kernel(module.KERNEL.fn, config=module.KERNEL.configs[0], static_shapes=False)
-    _run_through_iree(kernel, module, "linalg-on-tensors", f"{name} [dynamic, IREE]")
+    _run_through_iree(kernel, module, output_type, f"{name} [{output_type}, dynamic, IREE]")

@@ -517,6 +517,18 @@ def test_nested_tile_loops_over_a_dynamic_tensor_restate_the_sizes_read_at_entry
     """)
 
 
+def test_stablehlo_dynamic_broadcasts_say_which_dimensions_expand() -> None:
+    # torch-mlir leaves the expansion unknown; a consumer that must know it (IREE) is told:
+    # only a static 1 broadcast to another size expands, a dynamic size never is 1.
+    softmax = example("softmax_one_pass")
+    dynamic = helion.kernel(softmax.KERNEL.fn, config=softmax.KERNEL.configs[0], static_shapes=False)
+    filecheck(generate_mlir(dynamic.bind(softmax.make_args("ragged")), output_type="stablehlo"), """
+        // CHECK: stablehlo.dynamic_broadcast_in_dim %{{$V}}, %{{$V}}, dims = [0, 1] {known_expanding_dimensions = array<i64>, known_nonexpanding_dimensions = array<i64: 0, 1>} : (tensor<8x?xf32>, tensor<2xindex>) -> tensor<8x?xf32>
+        // CHECK: stablehlo.dynamic_broadcast_in_dim %{{$V}}, %{{$V}}, dims = [0, 1] {known_expanding_dimensions = array<i64: 1>, known_nonexpanding_dimensions = array<i64: 0>} : (tensor<8x1xf32>, tensor<2xindex>) -> tensor<8x?xf32>
+        // CHECK-NOT: stablehlo.dynamic_broadcast_in_dim {{[^{]*}} : (
+    """)
+
+
 # ----------------------------------------------------------------------------------- locations
 def test_ops_carry_the_source_line_and_column_of_their_load_store_and_inner_loop() -> None:
     source = example("matmul").KERNEL.fn.__code__.co_filename
