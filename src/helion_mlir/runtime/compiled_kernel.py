@@ -2,8 +2,10 @@
 
 The kernel's own host code runs as Helion generated it (see :mod:`helion_mlir.runtime.host_code`);
 its device launch calls the emitted function, compiled to native code in-process
-(:mod:`helion_mlir.runtime.engine`), and the results are written back into the tensors the
-device code writes, so in-place arguments change exactly as with Helion.
+(:mod:`helion_mlir.runtime.engine`, ``runtime="jit"``) or by IREE
+(:mod:`helion_mlir.runtime.iree_engine`, ``runtime="iree"``), and the results are written
+back into the tensors the device code writes, so in-place arguments change exactly as with
+Helion.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from ..output_type import OutputType
 from .argument_checks import ArgumentChecks, describe_value
 from .engine import CompiledFunction, compile_module
 from .host_code import HostCode
+from .iree_engine import IreeFunction, compile_with_iree
 
-__all__ = ["CompiledKernel", "compile_kernel"]
+__all__ = ["RUNTIMES", "CompiledKernel", "compile_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -33,25 +36,31 @@ log = logging.getLogger(__name__)
 COMPILED_KERNEL_CACHE_CAPACITY = 256
 _CACHE: "LRUCache[CompiledKernel]" = LRUCache(COMPILED_KERNEL_CACHE_CAPACITY)
 
+#: What runs the emitted function: torch-mlir's ExecutionEngine in-process, or IREE.
+RUNTIMES = ("jit", "iree")
+
 
 class CompiledKernel:
     """A Helion kernel compiled through MLIR; call it like the kernel."""
 
-    def __init__(self, bound: Any, *, output_type: OutputType | str, config: Any = None) -> None:
+    def __init__(self, bound: Any, *, output_type: OutputType | str, config: Any = None, runtime: str = "jit") -> None:
         started = time.perf_counter()
         self.output_type = OutputType.parse(output_type)
+        self.runtime = _check_runtime(runtime)
         self.bound = bound
         self.config = resolve_config(bound, config)
         self.model = KernelModel(bound, self.config)
         self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config)
         self.emit_seconds = time.perf_counter() - started
-        self.function: CompiledFunction = compile_module(self.mlir, self.model.name, output_type=self.output_type)
+        compile_function = compile_with_iree if self.runtime == "iree" else compile_module
+        self.function: CompiledFunction | IreeFunction = compile_function(
+            self.mlir, self.model.name, output_type=self.output_type)
         self.host = HostCode.from_bound(bound, self.config)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
         self._checks = ArgumentChecks(bound, self.model)
-        log.info("compiled kernel %s: emit %.0f ms, compile %.0f ms", self.model.name,
+        log.info("compiled kernel %s (%s): emit %.0f ms, compile %.0f ms", self.model.name, self.runtime,
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
     @property
@@ -99,26 +108,36 @@ class CompiledKernel:
         self._checks.check(self._checks.normalize(args, kwargs or {}))
 
 
+def _check_runtime(runtime: str) -> str:
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown runtime {runtime!r}; expected one of {', '.join(RUNTIMES)}")
+    return runtime
+
+
 def compile_kernel(
     kernel: Any,
     args: tuple[Any, ...] | None = None,
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
+    runtime: str = "jit",
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
 
+    ``runtime`` is ``"jit"`` (torch-mlir's ExecutionEngine, in-process) or ``"iree"``
+    (``iree-compile`` for llvm-cpu and IREE's runtime; needs ``iree-base-compiler`` and
+    ``iree-base-runtime``). Both run the same host code with the same argument checks.
     Compiled kernels are cached per bound kernel (Helion binds one per specialization of
-    the arguments), config and output type (the most recently used
+    the arguments), config, output type and runtime (the most recently used
     :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     cfg = resolve_config(bound, config)
-    key = (id(bound), repr(cfg), kind)
+    key = (id(bound), repr(cfg), kind, _check_runtime(runtime))
     cached = _CACHE.get(key)
     if cached is not None and cached.bound is bound:  # an id may be reused
         return cached
-    compiled = CompiledKernel(bound, output_type=kind, config=cfg)
+    compiled = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime)
     _CACHE.put(key, compiled)
     return compiled

@@ -24,8 +24,8 @@ from ..mlir_context import mlir_session
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from ..verify import parse_module
-from .low_precision import accepts_dtype, emulate_low_precision_floats, pack_pairs, unpack_pairs
-from .params import Param, ScalarParam, TensorParam
+from .low_precision import emulate_low_precision_floats, pack_pairs, unpack_pairs
+from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor
 from .pipeline import (
     BUFFERIZE_STEPS,
     JIT_OPT_LEVEL,
@@ -176,8 +176,9 @@ class CompiledFunction:
             packed[0] = ctypes.addressof(result_pointer)
         input_ranges: list[tuple[int, int]] = []
         for index, (param, value) in enumerate(zip(self.params, args)):
+            where = f"argument #{index} ({param.mlir_type}) of @{self.func_name}"
             if isinstance(param, TensorParam):
-                tensor = self._check_tensor(index, param, value)
+                tensor = check_tensor(where, param, value)
                 if param.dtype in PACKED_PAIR_DTYPES:
                     tensor = unpack_pairs(tensor)
                 descriptor = _descriptor_type(param.rank)()
@@ -191,55 +192,11 @@ class CompiledFunction:
                 start = tensor.data_ptr()
                 input_ranges.append((start, start + tensor.numel() * tensor.element_size()))
             else:
-                scalar = param.ctype(self._check_scalar(index, param, value))
+                scalar = param.ctype(check_scalar(where, param, value))
                 keep_alive.append(scalar)
                 packed[first + index] = ctypes.addressof(scalar)
         self._entry(packed)
         return self._take_results(results, input_ranges)
-
-    def _where(self, index: int) -> str:
-        return f"argument #{index} ({self.params[index].mlir_type}) of @{self.func_name}"
-
-    def _check_tensor(self, index: int, param: TensorParam, value: object) -> torch.Tensor:
-        if not isinstance(value, torch.Tensor):
-            raise ArgumentError(
-                f"{self._where(index)}: expected a torch.Tensor, got {type(value).__name__}"
-            )
-        problem = None
-        if value.device.type != "cpu":
-            problem = f"expected a CPU tensor, got one on {value.device}"
-        elif value.layout != torch.strided:
-            problem = f"expected a dense tensor, got layout {value.layout}"
-        elif not accepts_dtype(param.dtype, value.dtype):
-            problem = f"expected dtype {param.dtype}, got {value.dtype}"
-        elif value.dim() != param.rank - (param.dtype in PACKED_PAIR_DTYPES):
-            problem = f"expected rank {param.rank}, got shape {tuple(value.shape)}"
-        else:
-            for dim, (expected, actual) in enumerate(zip(param.dims, value.shape)):
-                if expected is not None and expected != actual:
-                    problem = f"dimension {dim} must be {expected}, got shape {tuple(value.shape)}"
-                    break
-        if problem is not None:
-            raise ArgumentError(f"{self._where(index)}: {problem}")
-        # Identity-layout memrefs describe a dense row-major buffer.
-        return value if value.is_contiguous() else value.contiguous()
-
-    def _check_scalar(self, index: int, param: ScalarParam, value: object) -> int | float | bool:
-        # bool is an int to Python; an integer parameter must not silently take a flag.
-        if not isinstance(value, param.accepted) or (
-            isinstance(value, bool) and bool not in param.accepted
-        ):
-            expected = " or ".join(t.__name__ for t in param.accepted)
-            raise ArgumentError(
-                f"{self._where(index)}: expected {expected}, got {type(value).__name__}"
-            )
-        if param.accepted == (int,):
-            bits = ctypes.sizeof(param.ctype) * 8
-            if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):  # type: ignore[operator]
-                raise ArgumentError(
-                    f"{self._where(index)}: {value} does not fit in {param.mlir_type}"
-                )
-        return value  # type: ignore[return-value]
 
     def _take_results(
         self, results: ctypes.Structure, input_ranges: Sequence[tuple[int, int]]

@@ -491,7 +491,7 @@ def insert_valid(v: "IRVisitor", dest: Tensor, valid: Tensor, accesses: Sequence
     offsets = ", ".join(_static(a.offset) for a in hosts)
     sizes = ", ".join(_static(a.extent) if a.kind == "slice" else "1" for a in hosts)
     strides = ", ".join(str(a.step) if a.kind == "slice" else "1" for a in hosts)
-    result = Tensor(v.ops.fresh("stored"), dest.shape, dest.dtype)
+    result = dest.renamed(v.ops.fresh("stored"))
     v.ops.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {dest.ssa}[{offsets}] [{sizes}] [{strides}] : {valid.type} into {dest.type}")
     return result
 
@@ -597,7 +597,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
             combined = keep
         stored = v.ops.fresh("ins")
         v.ops.op(f"{stored} = tensor.insert {combined} into {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
-        updated = [Tensor(stored, cur_dest.shape, cur_dest.dtype)]
+        updated = [cur_dest.renamed(stored)]
         if keep_old:
             cur_olds = carried[1]
             rec = v.ops.fresh("rec")
