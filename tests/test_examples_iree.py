@@ -39,6 +39,13 @@ KNOWN_COMPILE_GAPS = {
     # The kernel converts to int64; IREE validates TOSA against the spec's profiles, none of
     # which has a cast to or from i64 (torch-mlir's TOSA checks no profile).
     ("histogram", "tosa"): "tosa.cast f32 -> i64 is in no TOSA profile",
+    **{("nvfp4_gemv", t): "IREE's HAL has no f4E2M1FN element type for a float4_e2m1fn_x2 argument"
+       for t in OUTPUT_TYPES},
+}
+# IREE 3.13's runtime rejects a command buffer of the branch of an scf.if inside a tile loop
+# (the module runs when the condition is made constant).
+KNOWN_RUN_GAPS = {
+    ("causal_attention_skip", t): "OUT_OF_RANGE; indirect buffer reference slot 0" for t in OUTPUT_TYPES
 }
 # Dynamic shapes through IREE: one kernel per construct the emission adapts for it
 # (nested tile loops over tensors with two or more dynamic sizes and with one, a loop
@@ -58,6 +65,10 @@ def _run_through_iree(kernel: helion.Kernel, module: Any, output_type: str, wher
             compile_kernel(bound, output_type=output_type, runtime="iree")
         return
     compiled = compile_kernel(bound, output_type=output_type, runtime="iree")
+    if key in KNOWN_RUN_GAPS:
+        with pytest.raises(ExecutionError, match=KNOWN_RUN_GAPS[key]):
+            compiled(*clone_args(args), **clone_kwargs(kwargs))
+        return
     got = compiled(*clone_args(args), **clone_kwargs(kwargs))
     expected, _torch = run_reference_mode(module, "ragged")
     if key in KNOWN_NUMERIC_GAPS:
