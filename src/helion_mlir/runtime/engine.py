@@ -35,6 +35,7 @@ from .pipeline import (
     TO_LLVM_STEPS,
     ModuleLowering,
     mark_fresh_buffers_restrict,
+    store_single_elements_in_place,
 )
 
 __all__ = [
@@ -281,6 +282,7 @@ def compile_module(
         )
         params, results = lowering.signature()
         lowering.prepare_boundary(params)
+        store_single_elements_in_place(lowering.module)
         lowering.run(PRE_BUFFERIZE_STEPS)
         mark_fresh_buffers_restrict(lowering.module)
         lowering.run(BUFFERIZE_STEPS)
