@@ -123,3 +123,30 @@ def test_mean_of_half_precision_over_a_dynamic_dimension_sums_and_divides_in_flo
     for output_type in OUTPUT_TYPES:
         got = compile_kernel(bound, output_type=output_type)(x.clone())
         torch.testing.assert_close(got, module.reference(x), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("output_type", OUTPUT_TYPES)
+def test_a_float_argument_filled_into_half_precision_rounds_through_f32_as_torch_does(
+        output_type: str, dtype: torch.dtype) -> None:
+    # A double just above the midpoint between two half-precision neighbours: rounded
+    # directly it goes up; torch builds Half/BFloat16 from a float, which lands on the
+    # midpoint and ties to even (down). Also: no f64 -> bf16 truncation for the JIT to lack.
+    module = load_example_by_name("masked_fill_value")
+    scores, mask, _ = module.make_args("ragged", dtype)
+    fill = 1 + 2**-8 + 2**-30 if dtype == torch.bfloat16 else 1 + 2**-11 + 2**-40
+    compiled = compile_kernel(module.KERNEL.bind((scores, mask, fill)), output_type=output_type)
+    got = compiled(scores.clone(), mask, fill)
+    torch.testing.assert_close(got, module.reference(scores, mask, fill), rtol=0, atol=0)
+    assert (got[~mask] == 1.0).all()
+
+
+@pytest.mark.parametrize("output_type", OUTPUT_TYPES)
+def test_bfloat16_window_means_compile_and_match_torch(output_type: str) -> None:
+    # LLVM vectorizes the bf16 copies of the ragged tiles; x86 instruction selection on
+    # AVX512-BF16 CPUs aborted the process on the resulting bf16 stores (the CPU pipeline
+    # now moves bf16 through memory as i16).
+    module = load_example_by_name("window_mean_pool")
+    (x,) = module.make_args("ragged", torch.bfloat16)
+    got = compile_kernel(module.KERNEL.bind((x,)), output_type=output_type)(x.clone())
+    torch.testing.assert_close(got, module.reference(x), rtol=1e-2, atol=1e-2)

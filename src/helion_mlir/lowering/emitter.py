@@ -78,6 +78,11 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
         return mid_lines + tail_lines, res
     if src == "f32" and dst in LOW_PRECISION_FLOATS:
         return _narrow_from_f32(dst, ssa, out, fresh), out
+    if dst in ("f16", "bf16") and src in ("f64", *_INT_WIDTH):
+        # torch's Half and BFloat16 are built from a float: f64 and integers round to f32 first.
+        mid_lines, mid = scalar_convert_op(src, "f32", ssa, fresh, signed)
+        tail_lines, res = scalar_convert_op("f32", dst, mid, fresh, signed)
+        return mid_lines + tail_lines, res
     if src in _FLOAT_WIDTH and dst in _FLOAT_WIDTH:
         if src in ("f16", "bf16") and dst in ("f16", "bf16"):
             mid = fresh()

@@ -35,6 +35,7 @@ from .pipeline import (
     TO_LLVM_STEPS,
     ModuleLowering,
     mark_fresh_buffers_restrict,
+    move_bf16_through_memory_as_i16,
     store_single_elements_in_place,
 )
 
@@ -289,6 +290,7 @@ def compile_module(
         lowering.define_bf16_truncation()
         emulate_low_precision_floats(lowering.module)
         lowering.run(TO_LLVM_STEPS)
+        move_bf16_through_memory_as_i16(lowering.module)
         lowering.reject_ops(
             lambda name: name != "builtin.module" and not name.startswith("llvm."),
             "these ops were not lowered to the LLVM dialect: {ops}",
