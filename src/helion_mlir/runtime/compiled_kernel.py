@@ -32,9 +32,22 @@ _CACHE: "LRUCache[CompiledKernel]" = LRUCache(COMPILED_KERNEL_CACHE_CAPACITY)
 
 
 class CompiledKernel:
-    """A Helion kernel compiled through MLIR; call it like the kernel."""
+    """A Helion kernel compiled through MLIR; call it like the kernel.
 
-    def __init__(self, bound: Any, *, output_type: OutputType | str, config: Any = None) -> None:
+    With the fast pipeline (the default) the compiled code writes the tensors the device
+    code writes in place (see :class:`~helion_mlir.runtime.engine.CompiledFunction`), as
+    Helion's own launch does, so a call copies nothing back.
+    """
+
+    def __init__(
+        self,
+        bound: Any,
+        *,
+        output_type: OutputType | str,
+        config: Any = None,
+        pipeline: str = "fast",
+        threads: int | None = None,
+    ) -> None:
         started = time.perf_counter()
         self.output_type = OutputType.parse(output_type)
         self.bound = bound
@@ -42,13 +55,27 @@ class CompiledKernel:
         self.model = KernelModel(bound, self.config)
         self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config)
         self.emit_seconds = time.perf_counter() - started
-        self.function: CompiledFunction = compile_module(self.mlir, self.model.name, output_type=self.output_type)
+        self.function: CompiledFunction = compile_module(
+            self.mlir,
+            self.model.name,
+            output_type=self.output_type,
+            pipeline=pipeline,
+            threads=threads,
+            in_place=pipeline == "fast",
+        )
         self.host = HostCode.from_bound(bound, self.config)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
-        log.info("compiled kernel %s: emit %.0f ms, compile %.0f ms", self.model.name,
-                 self.emit_seconds * 1e3, self.compile_seconds * 1e3)
+        self._device_names = [arg.name for arg in self.model.args]
+        # Per parameter: None for a scalar, else (dtype, rank, sizes with None where symbolic).
+        self._expected = [
+            (a.dtype, a.dim(), tuple(d if isinstance(d, int) else None for d in a.shape))
+            if isinstance(a, torch.Tensor) else None
+            for a in self._fake_args
+        ]
+        log.info("compiled kernel %s: emit %.0f ms, compile %.0f ms (%s pipeline, %d thread(s))", self.model.name,
+                 self.emit_seconds * 1e3, self.compile_seconds * 1e3, pipeline, self.function.threads)
 
     @property
     def name(self) -> str:
@@ -64,24 +91,44 @@ class CompiledKernel:
         )
 
     def __call__(self, *args: Any) -> Any:
-        self.check_arguments(args)
+        if not self._arguments_match(args):
+            self.check_arguments(args)
         by_param = dict(zip(self._params, args))
 
         def launch(device_args: dict[str, Any]) -> None:
             call = []
-            for arg in self.model.args:
-                if arg.name in device_args:
-                    call.append(device_args[arg.name])
-                elif arg.name in by_param:
-                    call.append(by_param[arg.name])
+            for name in self._device_names:
+                if name in device_args:
+                    call.append(device_args[name])
+                elif name in by_param:
+                    call.append(by_param[name])
                 else:
-                    raise ArgumentError(f"the host code of '{self.name}' did not provide '{arg.name}'")
+                    raise ArgumentError(f"the host code of '{self.name}' did not provide '{name}'")
             results = self.function(*call)
             for name, result in zip(self.model.results, results):
                 target = device_args.get(name, by_param.get(name))
-                target.copy_(result)
+                if result is not target:  # written in place already otherwise
+                    target.copy_(result)
 
         return self.host.run(tuple(args), launch)
+
+    def _arguments_match(self, args: tuple[Any, ...]) -> bool:
+        """The common case of :meth:`check_arguments`, cheaply: every argument as bound."""
+        if len(args) != len(self._expected):
+            return False
+        for value, expected in zip(args, self._expected):
+            if expected is None:
+                if isinstance(value, torch.Tensor) or not isinstance(value, (int, float, bool)):
+                    return False
+            elif not (
+                isinstance(value, torch.Tensor)
+                and value.dtype == expected[0]
+                and value.is_cpu
+                and value.dim() == expected[1]
+                and all(want is None or want == got for want, got in zip(expected[2], value.shape))
+            ):
+                return False
+        return True
 
     def check_arguments(self, args: tuple[Any, ...]) -> None:
         """Reject arguments that do not match the signature the kernel was bound with."""
@@ -122,19 +169,25 @@ def compile_kernel(
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
+    pipeline: str = "fast",
+    threads: int | None = None,
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
 
-    Compiled kernels are cached per kernel, config, argument signature and output type
-    (the most recently used :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
+    ``pipeline`` is ``"fast"`` (parallel tiles on ``threads`` workers, default
+    ``torch.get_num_threads()``, vectorized tile bodies) or ``"plain"`` (sequential scalar
+    loops; see :data:`~helion_mlir.runtime.engine.PIPELINES`). Compiled kernels are cached
+    per kernel, config, argument signature, output type, pipeline and thread count (the
+    most recently used :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     cfg = resolve_config(bound, config)
-    key = (id(bound.kernel), repr(cfg), _signature_key(tuple(bound.fake_args)), kind)
+    threads = 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
+    key = (id(bound.kernel), repr(cfg), _signature_key(tuple(bound.fake_args)), kind, pipeline, threads)
     cached = _CACHE.get(key)
     if cached is not None and cached.bound.kernel is bound.kernel:  # an id may be reused
         return cached
-    compiled = CompiledKernel(bound, output_type=kind, config=cfg)
+    compiled = CompiledKernel(bound, output_type=kind, config=cfg, pipeline=pipeline, threads=threads)
     _CACHE.put(key, compiled)
     return compiled

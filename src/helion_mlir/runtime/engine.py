@@ -12,6 +12,7 @@ import ctypes
 import functools
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -23,6 +24,8 @@ from ..lru_cache import LRUCache
 from ..mlir_context import mlir_session
 from ..output_type import OutputType
 from ..verify import parse_module
+from .fast_pipeline import lower_fast
+from .openmp import openmp_library
 from .params import Param, ScalarParam, TensorParam
 from .pipeline import (
     BUFFERIZE_STEPS,
@@ -37,6 +40,7 @@ from .pipeline import (
 
 __all__ = [
     "JIT_OPT_LEVEL",
+    "PIPELINES",
     "CompiledFunction",
     "ScalarParam",
     "TensorParam",
@@ -45,6 +49,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: ``"fast"``: parallel, vectorized tiles (:mod:`.fast_pipeline`); ``"plain"``: the
+#: straightforward lowering (:mod:`.pipeline`), sequential scalar loops, kept as the
+#: reference the fast one is tested against.
+PIPELINES = ("fast", "plain")
 
 # memref.get_global fills the "allocated" field of a descriptor with this marker: such
 # a buffer is a constant inside the compiled code and must never be freed.
@@ -85,36 +94,69 @@ def _row_major_strides(sizes: Sequence[int]) -> list[int]:
     return strides
 
 
+class _Packing:
+    """One thread's argument buffers for a compiled function: a descriptor per tensor, a
+    cell per scalar and the packed array of pointers to them, built once and refilled on
+    every call (static sizes and strides are written once)."""
+
+    def __init__(self, params: Sequence[Param], results_type: type[ctypes.Structure] | None) -> None:
+        first = 1 if results_type is not None else 0
+        self.packed = (ctypes.c_void_p * (first + len(params)))()
+        self.results = results_type() if results_type is not None else None
+        self.cells: list[ctypes.Structure | ctypes._SimpleCData] = []
+        self._pointers: list[ctypes.c_void_p] = []
+        if self.results is not None:
+            self._pointers.append(ctypes.c_void_p(ctypes.addressof(self.results)))
+            self.packed[0] = ctypes.addressof(self._pointers[-1])
+        for index, param in enumerate(params):
+            if isinstance(param, TensorParam):
+                cell = _descriptor_type(param.rank)()
+                if param.rank and None not in param.dims:
+                    cell.sizes[:] = param.dims
+                    cell.strides[:] = _row_major_strides(param.dims)  # type: ignore[arg-type]
+                self._pointers.append(ctypes.c_void_p(ctypes.addressof(cell)))
+                self.packed[first + index] = ctypes.addressof(self._pointers[-1])
+            else:
+                cell = param.ctype()
+                self.packed[first + index] = ctypes.addressof(cell)
+            self.cells.append(cell)
+
+
 class CompiledFunction:
     """A JIT-compiled MLIR function that takes and returns CPU torch tensors.
 
     Calling convention. The function is lowered with identity-layout memrefs at its
     boundary and marked ``llvm.emit_c_interface``. It is called through the engine's
     packed wrapper of ``_mlir_ciface_<name>``: the first slot points to the result
-    descriptors (when there are results), then one slot per argument, pointing to a
+    descriptors (when results are returned), then one slot per argument, pointing to a
     memref descriptor for a tensor (a contiguous copy is made of a non-contiguous
     tensor) or to the value of a scalar. bf16 and f16 tensors travel as raw pointers, so
-    no dtype conversion happens on the way in or out.
+    no dtype conversion happens on the way in or out. The descriptors and the pointer
+    array are built once per calling thread and only refilled per call.
 
-    Tensor arguments are marked ``bufferization.writable = false``: the compiled code
-    never writes into a caller's tensor, and a destination tensor the kernel updates is
-    copied to a fresh buffer first, as value semantics demand. Results come back as
-    memrefs the compiled code allocated with ``malloc`` (the deallocation pipeline
+    By default tensor arguments are marked ``bufferization.writable = false``: the
+    compiled code never writes into a caller's tensor, and a destination tensor the kernel
+    updates is copied to a fresh buffer first, as value semantics demand. Results come
+    back as memrefs the compiled code allocated with ``malloc`` (the deallocation pipeline
     clones a result that would alias an argument or a constant, so the caller owns every
     result buffer); each is copied into a new torch tensor and then freed.
 
+    Compiled ``in_place`` (fast pipeline), the destination arguments are written instead:
+    a result held by an argument (:attr:`held_by`) is returned as that very tensor, with
+    no copy. When such an argument is not contiguous or shares memory with another
+    argument, the code works on a contiguous copy that is written back afterwards.
+
     Results are returned as memrefs rather than rewritten into caller-allocated
     out-parameters (``buffer-results-to-out-params``) because only the compiled code
-    knows the size of a dynamically shaped result before it runs. The price is one copy
-    per result, small next to the kernel; in exchange the returned tensors own ordinary
-    torch storage that outlives the engine.
+    knows the size of a dynamically shaped result before it runs.
 
     Arguments are checked against the static signature only. Relations between dynamic
     sizes are the module's business: a failing ``cf.assert`` aborts the process, as it
     does in any MLIR-compiled program.
 
-    Calls do not take the MLIR lock: the compiled code touches only its arguments and
-    its own allocations, so several threads may call the same function at once.
+    Calls do not take the MLIR lock and release the GIL: the compiled code touches only its
+    arguments and its own allocations, and each thread packs its arguments into buffers
+    of its own, so several threads may call the same function at once.
     """
 
     def __init__(
@@ -128,18 +170,28 @@ class CompiledFunction:
         *,
         lower_seconds: float,
         jit_seconds: float,
+        pipeline: str = "plain",
+        threads: int = 1,
+        held_by: tuple[int | None, ...] | None = None,
     ) -> None:
         self._engine = engine  # owns the compiled code behind the entry point
         self._entry: Callable[[ctypes.Array], None] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
             entry_address
         )
-        self._results_type = _results_type(results)
         self.func_name = func_name
         self.output_type = output_type
         self.params = params
         self.results = results
         self.lower_seconds = lower_seconds
         self.jit_seconds = jit_seconds
+        self.pipeline = pipeline
+        self.threads = threads
+        #: Per result, the argument whose tensor holds it after a call (in place), or None.
+        self.held_by: tuple[int | None, ...] = held_by if held_by is not None else (None,) * len(results)
+        self._returned = tuple(r for r, h in zip(results, self.held_by) if h is None)
+        self._results_type = _results_type(self._returned) if self._returned else None
+        self._written = tuple(sorted({h for h in self.held_by if h is not None}))
+        self._local = threading.local()
 
     @property
     def signature(self) -> str:
@@ -152,7 +204,7 @@ class CompiledFunction:
         return f"CompiledFunction({self.signature}, output_type='{self.output_type.value}')"
 
     def __call__(self, *args: torch.Tensor | int | float | bool) -> tuple[torch.Tensor, ...]:
-        """Run the function on ``args`` and return its results as new tensors.
+        """Run the function on ``args`` and return its results.
 
         Raises :class:`~helion_mlir.errors.ArgumentError`, before anything runs, when the
         arguments do not match the signature.
@@ -161,34 +213,47 @@ class CompiledFunction:
             raise ArgumentError(
                 f"{self.signature} takes {len(self.params)} argument(s), got {len(args)}"
             )
-        first = 1 if self.results else 0
-        packed = (ctypes.c_void_p * (first + len(args)))()
-        results = self._results_type()
-        keep_alive: list[object] = []
-        if self.results:
-            result_pointer = ctypes.c_void_p(ctypes.addressof(results))
-            keep_alive.append(result_pointer)
-            packed[0] = ctypes.addressof(result_pointer)
-        input_ranges: list[tuple[int, int]] = []
+        packing = getattr(self._local, "packing", None)
+        if packing is None:
+            packing = self._local.packing = _Packing(self.params, self._results_type)
+        passed: list[object] = list(args)  # what the code sees: contiguous tensors, checked scalars
         for index, (param, value) in enumerate(zip(self.params, args)):
+            cell = packing.cells[index]
             if isinstance(param, TensorParam):
-                tensor = self._check_tensor(index, param, value)
-                descriptor = _descriptor_type(param.rank)()
-                descriptor.allocated = descriptor.aligned = tensor.data_ptr()
-                if param.rank:
-                    descriptor.sizes[:] = tensor.shape
-                    descriptor.strides[:] = _row_major_strides(tensor.shape)
-                pointer = ctypes.c_void_p(ctypes.addressof(descriptor))
-                keep_alive += (tensor, descriptor, pointer)
-                packed[first + index] = ctypes.addressof(pointer)
-                start = tensor.data_ptr()
-                input_ranges.append((start, start + tensor.numel() * tensor.element_size()))
+                tensor = passed[index] = self._check_tensor(index, param, value)
+                cell.allocated = cell.aligned = tensor.data_ptr()  # type: ignore[union-attr]
+                if param.rank and None in param.dims:
+                    cell.sizes[:] = tensor.shape  # type: ignore[union-attr]
+                    cell.strides[:] = _row_major_strides(tensor.shape)  # type: ignore[union-attr]
             else:
-                scalar = param.ctype(self._check_scalar(index, param, value))
-                keep_alive.append(scalar)
-                packed[first + index] = ctypes.addressof(scalar)
-        self._entry(packed)
-        return self._take_results(results, input_ranges)
+                cell.value = self._check_scalar(index, param, value)  # type: ignore[union-attr]
+        staged = self._stage_written(args, passed, packing) if self._written else ()
+        self._entry(packing.packed)
+        for original, copy in staged:
+            original.copy_(copy)
+        returned = iter(self._take_results(packing.results, passed) if self._returned else ())
+        return tuple(next(returned) if held is None else args[held] for held in self.held_by)  # type: ignore[misc]
+
+    def _stage_written(
+        self, args: Sequence[object], passed: list[object], packing: _Packing
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Arguments written in place that the code cannot write directly (a contiguous copy
+        was passed, or their memory overlaps another argument's) work on a copy; returns
+        (argument, copy) pairs to write back after the call."""
+        staged = []
+        for index in self._written:
+            original, tensor = args[index], passed[index]
+            assert isinstance(original, torch.Tensor) and isinstance(tensor, torch.Tensor)
+            if tensor is original and any(
+                other is not tensor and isinstance(other, torch.Tensor) and _overlap(tensor, other)
+                for other in passed
+            ):
+                tensor = passed[index] = original.clone()
+                cell = packing.cells[index]
+                cell.allocated = cell.aligned = tensor.data_ptr()  # type: ignore[union-attr]
+            if tensor is not original:
+                staged.append((original, tensor))
+        return staged
 
     def _where(self, index: int) -> str:
         return f"argument #{index} ({self.params[index].mlir_type}) of @{self.func_name}"
@@ -234,13 +299,12 @@ class CompiledFunction:
                 )
         return value  # type: ignore[return-value]
 
-    def _take_results(
-        self, results: ctypes.Structure, input_ranges: Sequence[tuple[int, int]]
-    ) -> tuple[torch.Tensor, ...]:
-        """Copy every result into a new tensor, then free the buffers the code allocated."""
-        descriptors = [getattr(results, f"result{i}") for i in range(len(self.results))]
+    def _take_results(self, results: ctypes.Structure, passed: Sequence[object]) -> tuple[torch.Tensor, ...]:
+        """Copy every returned result into a new tensor, then free the buffers the code allocated."""
+        descriptors = [getattr(results, f"result{i}") for i in range(len(self._returned))]
+        input_ranges = [_byte_range(t) for t in passed if isinstance(t, torch.Tensor)]
         try:
-            return tuple(_copy_out(d, p) for d, p in zip(descriptors, self.results))
+            return tuple(_copy_out(d, p) for d, p in zip(descriptors, self._returned))
         finally:
             # A set: one buffer returned twice is freed once. Never free a constant or,
             # should the deallocation pipeline ever fail to clone one, a caller's tensor.
@@ -253,6 +317,16 @@ class CompiledFunction:
             }
             for allocated in owned:
                 _libc.free(allocated)
+
+
+def _byte_range(tensor: torch.Tensor) -> tuple[int, int]:
+    start = tensor.data_ptr()
+    return start, start + tensor.numel() * tensor.element_size()
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    (a_start, a_end), (b_start, b_end) = _byte_range(a), _byte_range(b)
+    return a_start < b_end and b_start < a_end
 
 
 def _copy_out(descriptor: ctypes.Structure, param: TensorParam) -> torch.Tensor:
@@ -279,14 +353,20 @@ def compile_module(
     func_name: str,
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    pipeline: str = "fast",
+    threads: int | None = None,
+    in_place: bool = False,
 ) -> CompiledFunction:
     """Lower ``@func_name`` of ``module_text`` to LLVM and JIT-compile it for this CPU.
 
     ``output_type`` says which dialects the module is written in, and so which
-    conversions run first (see the module docstring). Compiled functions are cached on
-    the module text, function name and output type (the most recently used
-    :data:`COMPILED_FUNCTION_CACHE_CAPACITY`), so a kernel that is checked many times is
-    compiled once.
+    conversions run first (see :mod:`.pipeline`). ``pipeline`` is one of
+    :data:`PIPELINES`; the fast one runs parallel tile loops on ``threads`` OpenMP workers
+    (default ``torch.get_num_threads()``) and, with ``in_place``, writes the destination
+    arguments instead of returning copies (see :class:`CompiledFunction`). Compiled
+    functions are cached on the module text, function name and those options (the most
+    recently used :data:`COMPILED_FUNCTION_CACHE_CAPACITY`), so a kernel that is checked
+    many times is compiled once.
 
     Raises :class:`~helion_mlir.errors.MLIRVerificationError` when the text does not
     parse, and :class:`~helion_mlir.errors.ExecutionError` when a pass fails (naming the
@@ -294,7 +374,12 @@ def compile_module(
     the module's ops, or when the signature has types that cannot cross from Python.
     """
     kind = OutputType.parse(output_type)
-    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, kind)
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, got {pipeline!r}")
+    if in_place and pipeline != "fast":
+        raise ValueError("in_place needs the fast pipeline")
+    threads = 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
+    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, kind, pipeline, threads, in_place)
     with mlir_session() as (ctx, diagnostics):
         cached = _CACHE.get(key)
         if cached is not None:
@@ -315,18 +400,26 @@ def compile_module(
         )
         params, results = lowering.signature()
         lowering.prepare_boundary(params)
-        lowering.run(PRE_BUFFERIZE_STEPS)
-        mark_fresh_buffers_restrict(lowering.module)
-        lowering.run(BUFFERIZE_STEPS)
-        lowering.define_bf16_truncation()
-        lowering.run(TO_LLVM_STEPS)
+        held_by: tuple[int | None, ...] | None = None
+        shared_libs: list[str] = []
+        if pipeline == "fast":
+            fast = lower_fast(lowering, threads=threads, in_place=in_place)
+            held_by = fast.held_by
+            if fast.uses_openmp:
+                shared_libs.append(openmp_library())
+        else:
+            lowering.run(PRE_BUFFERIZE_STEPS)
+            mark_fresh_buffers_restrict(lowering.module)
+            lowering.run(BUFFERIZE_STEPS)
+            lowering.define_bf16_truncation()
+            lowering.run(TO_LLVM_STEPS)
         lowering.reject_ops(
-            lambda name: name != "builtin.module" and not name.startswith("llvm."),
+            lambda name: name != "builtin.module" and not name.startswith(("llvm.", "omp.")),
             "these ops were not lowered to the LLVM dialect: {ops}",
         )
         lowered = time.perf_counter()
         try:
-            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL)
+            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, shared_libs=shared_libs)
             engine.initialize()
             # Machine code is generated on the first lookup, so it belongs to the JIT time.
             entry_address = engine.raw_lookup(f"_mlir_ciface_{func_name}")
@@ -336,9 +429,11 @@ def compile_module(
             raise lowering.error("the JIT-compiled code has no C interface for the function")
         jitted = time.perf_counter()
         log.debug(
-            "@%s (%s): lowered to LLVM in %.1f ms, JIT-compiled at O%d in %.1f ms",
+            "@%s (%s, %s pipeline, %d thread(s)): lowered to LLVM in %.1f ms, JIT-compiled at O%d in %.1f ms",
             func_name,
             kind.value,
+            pipeline,
+            threads,
             (lowered - started) * 1e3,
             JIT_OPT_LEVEL,
             (jitted - lowered) * 1e3,
@@ -352,6 +447,9 @@ def compile_module(
             results,
             lower_seconds=lowered - started,
             jit_seconds=jitted - lowered,
+            pipeline=pipeline,
+            threads=threads,
+            held_by=held_by,
         )
         _CACHE.put(key, compiled)
         return compiled
