@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch_mlir.execution_engine import ExecutionEngine
@@ -46,6 +47,7 @@ __all__ = [
     "TensorParam",
     "clear_compile_cache",
     "compile_module",
+    "lower_module",
 ]
 
 log = logging.getLogger(__name__)
@@ -192,6 +194,11 @@ class CompiledFunction:
         self._results_type = _results_type(self._returned) if self._returned else None
         self._written = tuple(sorted({h for h in self.held_by if h is not None}))
         self._local = threading.local()
+        # Per argument: (index, its TensorParam or None for a scalar, its sizes if all static).
+        self._checks = tuple(
+            (i, p, p.dims if None not in p.dims else None) if isinstance(p, TensorParam) else (i, None, None)
+            for i, p in enumerate(params)
+        )
 
     @property
     def signature(self) -> str:
@@ -213,29 +220,43 @@ class CompiledFunction:
             raise ArgumentError(
                 f"{self.signature} takes {len(self.params)} argument(s), got {len(args)}"
             )
-        packing = getattr(self._local, "packing", None)
+        packing = self._local.__dict__.get("packing")
         if packing is None:
             packing = self._local.packing = _Packing(self.params, self._results_type)
+        cells = packing.cells
         passed: list[object] = list(args)  # what the code sees: contiguous tensors, checked scalars
-        for index, (param, value) in enumerate(zip(self.params, args)):
-            cell = packing.cells[index]
-            if isinstance(param, TensorParam):
-                tensor = passed[index] = self._check_tensor(index, param, value)
-                cell.allocated = cell.aligned = tensor.data_ptr()  # type: ignore[union-attr]
-                if param.rank and None in param.dims:
-                    cell.sizes[:] = tensor.shape  # type: ignore[union-attr]
-                    cell.strides[:] = _row_major_strides(tensor.shape)  # type: ignore[union-attr]
-            else:
-                cell.value = self._check_scalar(index, param, value)  # type: ignore[union-attr]
-        staged = self._stage_written(args, passed, packing) if self._written else ()
+        spans: list[tuple[int, int, int]] = []  # (argument, first byte, end) of every tensor
+        for index, param, static_dims in self._checks:
+            value = args[index]
+            if param is None:  # a scalar
+                cells[index].value = self._check_scalar(index, self.params[index], value)  # type: ignore[union-attr]
+                continue
+            if not (
+                isinstance(value, torch.Tensor)
+                and value.dtype == param.dtype
+                and value.is_cpu
+                and value.layout == torch.strided
+                and (value.shape == static_dims if static_dims is not None else value.dim() == param.rank)
+                and value.is_contiguous()
+            ):  # not the common case: full checks, and a contiguous copy when needed
+                value = passed[index] = self._check_tensor(index, param, value)
+            cell = cells[index]
+            cell.allocated = cell.aligned = start = value.data_ptr()  # type: ignore[union-attr]
+            spans.append((index, start, start + value.nbytes))
+            if static_dims is None and param.rank:
+                cell.sizes[:] = value.shape  # type: ignore[union-attr]
+                cell.strides[:] = _row_major_strides(value.shape)  # type: ignore[union-attr]
+        staged = self._stage_written(args, passed, packing, spans) if self._written else ()
         self._entry(packing.packed)
         for original, copy in staged:
             original.copy_(copy)
-        returned = iter(self._take_results(packing.results, passed) if self._returned else ())
+        if not self._returned:
+            return tuple(args[held] for held in self.held_by)  # type: ignore[index,misc]
+        returned = iter(self._take_results(packing.results, passed))  # type: ignore[arg-type]
         return tuple(next(returned) if held is None else args[held] for held in self.held_by)  # type: ignore[misc]
 
     def _stage_written(
-        self, args: Sequence[object], passed: list[object], packing: _Packing
+        self, args: Sequence[object], passed: list[object], packing: _Packing, spans: list[tuple[int, int, int]]
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Arguments written in place that the code cannot write directly (a contiguous copy
         was passed, or their memory overlaps another argument's) work on a copy; returns
@@ -244,13 +265,12 @@ class CompiledFunction:
         for index in self._written:
             original, tensor = args[index], passed[index]
             assert isinstance(original, torch.Tensor) and isinstance(tensor, torch.Tensor)
-            if tensor is original and any(
-                other is not tensor and isinstance(other, torch.Tensor) and _overlap(tensor, other)
-                for other in passed
-            ):
-                tensor = passed[index] = original.clone()
-                cell = packing.cells[index]
-                cell.allocated = cell.aligned = tensor.data_ptr()  # type: ignore[union-attr]
+            if tensor is original:
+                _, start, end = next(span for span in spans if span[0] == index)
+                if start < end and any(i != index and a < end and start < b for i, a, b in spans):
+                    tensor = passed[index] = original.clone()
+                    cell = packing.cells[index]
+                    cell.allocated = cell.aligned = tensor.data_ptr()  # type: ignore[union-attr]
             if tensor is not original:
                 staged.append((original, tensor))
         return staged
@@ -321,12 +341,7 @@ class CompiledFunction:
 
 def _byte_range(tensor: torch.Tensor) -> tuple[int, int]:
     start = tensor.data_ptr()
-    return start, start + tensor.numel() * tensor.element_size()
-
-
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    (a_start, a_end), (b_start, b_end) = _byte_range(a), _byte_range(b)
-    return a_start < b_end and b_start < a_end
+    return start, start + tensor.nbytes
 
 
 def _copy_out(descriptor: ctypes.Structure, param: TensorParam) -> torch.Tensor:
@@ -346,6 +361,79 @@ def _copy_out(descriptor: ctypes.Structure, param: TensorParam) -> torch.Tensor:
 # Each entry holds an ExecutionEngine with its machine code; the least recently used go first.
 COMPILED_FUNCTION_CACHE_CAPACITY = 256
 _CACHE: "LRUCache[CompiledFunction]" = LRUCache(COMPILED_FUNCTION_CACHE_CAPACITY)
+
+
+def _options(pipeline: str, threads: int | None, in_place: bool) -> int:
+    """Check the pipeline options; returns the thread count to use."""
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, got {pipeline!r}")
+    if in_place and pipeline != "fast":
+        raise ValueError("in_place needs the fast pipeline")
+    return 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
+
+
+@dataclass
+class _Lowered:
+    lowering: ModuleLowering
+    params: tuple[Param, ...]
+    results: tuple[TensorParam, ...]
+    held_by: tuple[int | None, ...] | None
+    shared_libs: list[str]
+
+
+def _lower(module_text: str, func_name: str, kind: OutputType, pipeline: str, threads: int, in_place: bool,
+           diagnostics: list[str]) -> _Lowered:
+    lowering = ModuleLowering(
+        parse_module(module_text, what=f"module holding @{func_name}"),
+        func_name,
+        kind,
+        diagnostics,
+    )
+    lowering.keep_only_the_function()
+    lowering.run(TO_LINALG_STEPS[kind])
+    lowering.reject_ops(
+        lambda name: name.split(".", 1)[0] in SOURCE_DIALECTS[kind],
+        "torch-mlir's bundled MLIR has no lowering to linalg for {ops}; "
+        "a module using them cannot be executed",
+    )
+    params, results = lowering.signature()
+    lowering.prepare_boundary(params)
+    held_by: tuple[int | None, ...] | None = None
+    shared_libs: list[str] = []
+    if pipeline == "fast":
+        fast = lower_fast(lowering, threads=threads, in_place=in_place)
+        held_by = fast.held_by
+        if fast.uses_openmp:
+            shared_libs.append(openmp_library())
+    else:
+        lowering.run(PRE_BUFFERIZE_STEPS)
+        mark_fresh_buffers_restrict(lowering.module)
+        lowering.run(BUFFERIZE_STEPS)
+        lowering.define_bf16_truncation()
+        lowering.run(TO_LLVM_STEPS)
+    lowering.reject_ops(
+        lambda name: name != "builtin.module" and not name.startswith(("llvm.", "omp.")),
+        "these ops were not lowered to the LLVM dialect: {ops}",
+    )
+    return _Lowered(lowering, params, results, held_by, shared_libs)
+
+
+def lower_module(
+    module_text: str,
+    func_name: str,
+    *,
+    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    pipeline: str = "fast",
+    threads: int | None = None,
+    in_place: bool = False,
+) -> str:
+    """The LLVM-dialect module :func:`compile_module` would JIT-compile (same options), as
+    text: what the pipelines make of a module, for inspection and tests."""
+    kind = OutputType.parse(output_type)
+    threads = _options(pipeline, threads, in_place)
+    with mlir_session() as (ctx, diagnostics):
+        lowered = _lower(module_text, func_name, kind, pipeline, threads, in_place, diagnostics)
+        return str(lowered.lowering.module)
 
 
 def compile_module(
@@ -374,52 +462,18 @@ def compile_module(
     the module's ops, or when the signature has types that cannot cross from Python.
     """
     kind = OutputType.parse(output_type)
-    if pipeline not in PIPELINES:
-        raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, got {pipeline!r}")
-    if in_place and pipeline != "fast":
-        raise ValueError("in_place needs the fast pipeline")
-    threads = 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
+    threads = _options(pipeline, threads, in_place)
     key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, kind, pipeline, threads, in_place)
     with mlir_session() as (ctx, diagnostics):
         cached = _CACHE.get(key)
         if cached is not None:
             return cached
         started = time.perf_counter()
-        lowering = ModuleLowering(
-            parse_module(module_text, what=f"module holding @{func_name}"),
-            func_name,
-            kind,
-            diagnostics,
-        )
-        lowering.keep_only_the_function()
-        lowering.run(TO_LINALG_STEPS[kind])
-        lowering.reject_ops(
-            lambda name: name.split(".", 1)[0] in SOURCE_DIALECTS[kind],
-            "torch-mlir's bundled MLIR has no lowering to linalg for {ops}; "
-            "a module using them cannot be executed",
-        )
-        params, results = lowering.signature()
-        lowering.prepare_boundary(params)
-        held_by: tuple[int | None, ...] | None = None
-        shared_libs: list[str] = []
-        if pipeline == "fast":
-            fast = lower_fast(lowering, threads=threads, in_place=in_place)
-            held_by = fast.held_by
-            if fast.uses_openmp:
-                shared_libs.append(openmp_library())
-        else:
-            lowering.run(PRE_BUFFERIZE_STEPS)
-            mark_fresh_buffers_restrict(lowering.module)
-            lowering.run(BUFFERIZE_STEPS)
-            lowering.define_bf16_truncation()
-            lowering.run(TO_LLVM_STEPS)
-        lowering.reject_ops(
-            lambda name: name != "builtin.module" and not name.startswith(("llvm.", "omp.")),
-            "these ops were not lowered to the LLVM dialect: {ops}",
-        )
-        lowered = time.perf_counter()
+        lowered = _lower(module_text, func_name, kind, pipeline, threads, in_place, diagnostics)
+        lowering = lowered.lowering
+        after_lowering = time.perf_counter()
         try:
-            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, shared_libs=shared_libs)
+            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, shared_libs=lowered.shared_libs)
             engine.initialize()
             # Machine code is generated on the first lookup, so it belongs to the JIT time.
             entry_address = engine.raw_lookup(f"_mlir_ciface_{func_name}")
@@ -434,22 +488,22 @@ def compile_module(
             kind.value,
             pipeline,
             threads,
-            (lowered - started) * 1e3,
+            (after_lowering - started) * 1e3,
             JIT_OPT_LEVEL,
-            (jitted - lowered) * 1e3,
+            (jitted - after_lowering) * 1e3,
         )
         compiled = CompiledFunction(
             engine,
             entry_address,
             func_name,
             kind,
-            params,
-            results,
-            lower_seconds=lowered - started,
-            jit_seconds=jitted - lowered,
+            lowered.params,
+            lowered.results,
+            lower_seconds=after_lowering - started,
+            jit_seconds=jitted - after_lowering,
             pipeline=pipeline,
             threads=threads,
-            held_by=held_by,
+            held_by=lowered.held_by,
         )
         _CACHE.put(key, compiled)
         return compiled
