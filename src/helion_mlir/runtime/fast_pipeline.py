@@ -138,11 +138,55 @@ def _computed_in(value: ir.Value, target: ir.Value) -> bool:
     return False
 
 
-def destination_arguments(func: ir.OpView) -> set[int]:
-    """Arguments whose final value the function returns (written in destination style)."""
+def destinations(func: ir.OpView) -> dict[int, int]:
+    """Result -> the argument whose final value it is (computed from it in destination style)."""
     block = func.regions[0].blocks[0]
     returned = list(list(block.operations)[-1].operands)
-    return {i for i, arg in enumerate(block.arguments) if any(_computed_in(v, arg) for v in returned)}
+    found = {}
+    for result, value in enumerate(returned):
+        for index, arg in enumerate(block.arguments):
+            if _computed_in(value, arg) and index not in found.values():
+                found[result] = index
+                break
+    return found
+
+
+def _store_full(value: ir.Value, into: ir.Value, before: ir.Operation) -> ir.Value:
+    """``tensor.insert_slice`` of all of ``value`` into ``into`` (same static type)."""
+    type_ = into.type
+    with ir.InsertionPoint(before), before.location:
+        store = ir.Operation.create(
+            "tensor.insert_slice",
+            results=[type_],
+            operands=[value, into],
+            attributes={
+                "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, 0, 0, 0]),
+                "static_offsets": ir.DenseI64ArrayAttr.get([0] * type_.rank),
+                "static_sizes": ir.DenseI64ArrayAttr.get(list(type_.shape)),
+                "static_strides": ir.DenseI64ArrayAttr.get([1] * type_.rank),
+            },
+        )
+    return store.result
+
+
+def store_results_in_destinations(func: ir.OpView, destination: dict[int, int]) -> int:
+    """A returned value no longer computed in its destination argument (canonicalization
+    replaces an init whose contents the op does not read by an empty tensor) gets a final
+    store into it, so that bufferization computes it there; returns how many."""
+    block = func.regions[0].blocks[0]
+    terminator = list(block.operations)[-1].operation
+    returned = list(terminator.operands)
+    stored = 0
+    for result, index in destination.items():
+        arg = block.arguments[index]
+        if arg.type.has_static_shape and not _computed_in(returned[result], arg) and returned[result].type == arg.type:
+            returned[result] = _store_full(returned[result], arg, terminator)
+            stored += 1
+    if stored:
+        with ir.InsertionPoint(terminator), terminator.location:
+            ir.Operation.create("func.return", operands=returned)
+        terminator.erase()
+    return stored
 
 
 def _mark_writable(func: ir.OpView, arguments: set[int]) -> None:
@@ -181,19 +225,7 @@ def store_yields_in_carried_buffers(module: ir.Module) -> int:
             type_ = carried.type
             if not isinstance(type_, ir.RankedTensorType) or not type_.has_static_shape or _computed_in(value, carried):
                 continue
-            with ir.InsertionPoint(terminator), terminator.location:
-                store = ir.Operation.create(
-                    "tensor.insert_slice",
-                    results=[type_],
-                    operands=[value, carried],
-                    attributes={
-                        "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, 0, 0, 0]),
-                        "static_offsets": ir.DenseI64ArrayAttr.get([0] * type_.rank),
-                        "static_sizes": ir.DenseI64ArrayAttr.get(list(type_.shape)),
-                        "static_strides": ir.DenseI64ArrayAttr.get([1] * type_.rank),
-                    },
-                )
-            yielded[index] = store.result
+            yielded[index] = _store_full(value, carried, terminator)
             changed = True
             stored += 1
         if changed:
@@ -279,7 +311,8 @@ def lower_fast(lowering: ModuleLowering, *, threads: int, in_place: bool) -> Fas
     """Lower ``lowering``'s module (after the first stage and ``prepare_boundary``) to the
     LLVM dialect."""
     func = lowering.function()
-    writable = destination_arguments(func) if in_place else set()
+    destination = destinations(func) if in_place else {}
+    writable = set(destination.values())
     _mark_writable(func, writable)
     lowering.run(_TENSOR_STEPS)
     parallel = parallelize_tile_loops(lowering.function()) if threads > 1 else 0
@@ -294,6 +327,7 @@ def lower_fast(lowering: ModuleLowering, *, threads: int, in_place: bool) -> Fas
     lowering.run(_PRE_BUFFERIZE_STEPS)
     mark_fresh_buffers_restrict(lowering.module)
     store_yields_in_carried_buffers(lowering.module)
+    store_results_in_destinations(lowering.function(), destination)
     lowering.run(_BUFFERIZE_STEPS)
     held = drop_argument_results(lowering.function(), writable)
     lowering.run(_AFTER_BUFFERIZE_STEPS)

@@ -189,13 +189,12 @@ def _writes_disjoint_tiles(nest: list[ir.Operation]) -> list[ir.Operation] | Non
 
 def _to_forall(nest: list[ir.Operation], stores: list[ir.Operation]) -> None:
     outer, inner = nest[0], nest[-1]
+    def bounds(position: int) -> list[ir.Value | int]:
+        values = [loop.operands[position] for loop in nest]
+        return [v if (c := _constant_index(v)) is None else c for v in values]
+
     with ir.InsertionPoint(outer), outer.location:
-        forall = scf.ForallOp(
-            [loop.operands[0] for loop in nest],
-            [loop.operands[1] for loop in nest],
-            [loop.operands[2] for loop in nest],
-            list(outer.operands)[3:],
-        )
+        forall = scf.ForallOp(bounds(0), bounds(1), bounds(2), list(outer.operands)[3:])
     body = forall.body
     terminator_ip = ir.InsertionPoint(body)
     for loop in nest:
@@ -224,10 +223,11 @@ def _to_forall(nest: list[ir.Operation], stores: list[ir.Operation]) -> None:
     outer.erase()
 
 
-def parallelize_tile_loops(func: ir.OpView, *, min_work: int = MIN_PARALLEL_WORK) -> int:
+def parallelize_tile_loops(func: ir.OpView, *, min_work: int | None = None) -> int:
     """Turn the function's top-level tile loop nests into ``scf.forall`` where legal and
-    worth it; returns how many nests were converted. Run ``canonicalize`` first: constants
-    must sit outside the loops."""
+    worth it (``min_work`` defaults to :data:`MIN_PARALLEL_WORK`); returns how many nests
+    were converted. Run ``canonicalize`` first: constants must sit outside the loops."""
+    min_work = MIN_PARALLEL_WORK if min_work is None else min_work
     converted = 0
     for op in list(func.regions[0].blocks[0].operations):
         if op.operation.name != "scf.for":

@@ -161,6 +161,11 @@ def _iterators(op: ir.Operation) -> list[str]:
     return [str(a).rsplit("<", 1)[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
+def _simple_map(map_: ir.AffineMap) -> bool:
+    """Each index a loop dimension or a constant (broadcast): what tiling slices exactly."""
+    return all(isinstance(e.maybe_downcast(), (ir.AffineDimExpr, ir.AffineConstantExpr)) for e in map_.results)
+
+
 def _divisor_at_most(size: int, limit: int) -> int:
     """The largest tile of at most ``limit`` that divides ``size`` (the whole size if small)."""
     if size <= limit:
@@ -189,7 +194,7 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
         m, n = lhs.shape[-2], rhs.shape[-1]
         batch = (1,) * (lhs.rank - 2)
         return ("tile", batch + (_divisor_at_most(m, shape.mr), _divisor_at_most(n, shape.nr), 1), ())
-    if op.name != "linalg.generic":
+    if op.name != "linalg.generic" or not all(_simple_map(m) for m in _maps(op)):
         return None
     ranges = _loop_ranges(op)
     if not ranges:
