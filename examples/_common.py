@@ -26,12 +26,15 @@ def run_example(
     make_args: Callable[..., tuple[Any, ...]],
     reference: Callable[..., Any],
     tolerance: dict[str, float],
+    make_kwargs: Callable[..., dict[str, Any]] | None = None,
 ) -> None:
-    """Run ``kernel`` in reference mode on the example's inputs and compare with torch."""
+    """Run ``kernel`` in reference mode on the example's inputs (positional, plus the
+    keywords of ``make_kwargs`` when the example has one) and compare with torch."""
     register_cpu_matmul_dtype_overloads()
     args = make_args()
-    expected = reference(*_clone_args(args))
-    result = ref_mode_kernel(kernel)(*args)
+    kwargs = make_kwargs() if make_kwargs is not None else {}
+    expected = reference(*_clone_args(args), **kwargs)
+    result = ref_mode_kernel(kernel)(*args, **kwargs)
     torch.testing.assert_close(result, expected, **tolerance)
     shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
     print(f"{name}: inputs {shapes} -> result matches torch ({tolerance})")

@@ -64,9 +64,26 @@ def clone_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
+def clone_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+
+
+def example_call(module: ModuleType, shape: str = "divisible") -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The positional arguments (``make_args``) and keywords (``make_kwargs``, when the
+    example defines it) an example calls its kernel with."""
+    make_kwargs = getattr(module, "make_kwargs", None)
+    return tuple(module.make_args(shape)), (make_kwargs(shape) if make_kwargs is not None else {})
+
+
+def bound_args(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """Every argument in signature order, keywords placed and defaults applied (what ``bind`` takes)."""
+    return tuple(kernel.normalize_args(*args, **kwargs))
+
+
 def bind_example(module: ModuleType, shape: str = "divisible") -> Any:
-    """``module.KERNEL.bind(module.make_args(shape))`` (Helion caches the bound kernel)."""
-    return module.KERNEL.bind(module.make_args(shape))
+    """``module.KERNEL`` bound to the example's arguments (Helion caches the bound kernel)."""
+    args, kwargs = example_call(module, shape)
+    return module.KERNEL.bind(bound_args(module.KERNEL, args, kwargs))
 
 
 def run_reference_mode(module: ModuleType, shape: str = "divisible") -> tuple[Any, Any]:
@@ -76,9 +93,9 @@ def run_reference_mode(module: ModuleType, shape: str = "divisible") -> tuple[An
     argument are compared on what they return.
     """
     register_cpu_matmul_dtype_overloads()
-    args = module.make_args(shape)
-    expected = module.reference(*clone_args(args))
-    result = ref_mode_kernel(module.KERNEL)(*args)
+    args, kwargs = example_call(module, shape)
+    expected = module.reference(*clone_args(args), **clone_kwargs(kwargs))
+    result = ref_mode_kernel(module.KERNEL)(*args, **kwargs)
     return result, expected
 
 
@@ -166,7 +183,7 @@ def dump_device_ir(out_dir: str | Path, names: list[str] | None = None) -> list[
         module = load_example_by_name(name)
         sections = []
         for shape in SHAPE_KINDS:
-            args = module.make_args(shape)
+            args = bound_args(module.KERNEL, *example_call(module, shape))
             shapes = [tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args]
             header = f"##### {name} shape={shape} args={shapes}"
             sections.append(f"{header}\n{format_device_ir(module.KERNEL.bind(args))}")

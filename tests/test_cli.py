@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from helion_mlir import OutputType, verify_module_text
+from helion_mlir import OutputType, batch, verify_module_text
 from helion_mlir.cli import main
 from helion_mlir.cli import ops as cli_ops
 from helion_mlir.cli import run as cli_run
-from helion_mlir.cli.kernel_loading import TensorSpec, make_args, parse_args_spec
+from helion_mlir.cli.kernel_loading import TensorSpec, load_module, make_args, parse_args_spec
 from helion_mlir.importer.op_catalog import CATALOG
 from helion_mlir.importer.op_support import OpSupport
 
@@ -115,6 +115,65 @@ def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_
     assert "5 checked: 2 passed, 2 failed, 1 skipped" in captured.out
     assert "hint: express the operation with torch ops" in captured.out  # the full failure message
     assert "3/3" in captured.err  # the progress bar
+
+
+def test_check_leaves_out_virtual_environments_installed_packages_and_build_folders(tmp_path: Path, capsys) -> None:
+    # Importing a package from its sources inside a venv runs arbitrary code (numpy's did
+    # and ended the run); each file below would be reported if it were imported.
+    shutil.copy(ADD, tmp_path / "add.py")
+    imported = "raise SystemExit('imported')\n"
+    for folder in ("venv/lib/python3.11/site-packages/pkg", ".venv/lib/pkg", "env/site-packages/pkg",
+                   "build/lib/pkg", "dist", "pkg.egg-info", "node_modules/pkg", ".git", "src/__pycache__"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "module.py").write_text(imported)
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")  # a venv under any name
+    (tmp_path / "src" / "kernel_helpers.py").write_text("SCALE = 2\n")  # an ordinary folder is searched
+    assert main(["check", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 checked: 1 passed, 0 failed, 0 skipped" in out
+    assert "imported" not in out
+    # A file named explicitly is taken even inside such a folder.
+    assert main(["check", str(tmp_path / "build" / "lib" / "pkg" / "module.py")]) == 1
+    assert "import failed: SystemExit: imported" in capsys.readouterr().out
+
+
+def test_check_reports_files_that_fail_to_import_or_to_be_read_and_goes_on(tmp_path: Path, capsys) -> None:
+    shutil.copy(ADD, tmp_path / "z_add.py")  # sorted last: checked after every broken file
+    (tmp_path / "a_raises.py").write_text("raise RuntimeError('boom at import')\n")
+    (tmp_path / "b_exits.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "c_syntax.py").write_text("def f(:\n")
+    # A lazy module whose __getattr__ fails (as numpy's sources do outside their package).
+    (tmp_path / "d_lazy.py").write_text(ASM_KERNEL.replace("def make_args", "def unused")
+                                        + "\ndef __getattr__(name):\n    raise ImportError('lazy import failed')\n")
+    (tmp_path / "e_args_exit.py").write_text(ADD.read_text().replace(
+        "def make_args(shape: str = \"divisible\", dtype: torch.dtype | None = None) -> tuple:",
+        "def make_args(shape: str = \"divisible\", dtype: torch.dtype | None = None) -> tuple:\n    raise SystemExit(4)"))
+    assert main(["check", str(tmp_path), "--run"]) == 1
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.split("checked:")[0].splitlines()[1:]}
+    assert "import failed: RuntimeError: boom at import" in rows[str(tmp_path / "a_raises.py")]
+    assert "import failed: SystemExit: 3" in rows[str(tmp_path / "b_exits.py")]
+    assert "import failed: SyntaxError" in rows[str(tmp_path / "c_syntax.py")]
+    assert "reading the module failed: ImportError: lazy import failed" in rows[str(tmp_path / "d_lazy.py")]
+    assert "make_args('divisible') failed: SystemExit: 4" in rows[f"{tmp_path / 'e_args_exit.py'}:add"]
+    assert rows[f"{tmp_path / 'z_add.py'}:add"].split()[1:6] == ["linalg-on-tensors", "9", "yes", "yes", "yes"]
+    assert "6 checked: 1 passed, 5 failed, 0 skipped" in out
+
+
+def test_batch_reports_an_error_raised_by_mistake_and_goes_on(monkeypatch) -> None:
+    # Only HelionMLIRError is raised on purpose; anything else is a bug, still reported per kernel.
+    module = load_module(ADD)
+    emit = batch.emit_unverified
+
+    def emit_or_fail(bound, **kwargs):
+        if kwargs["output_type"] is OutputType.TOSA:
+            raise KeyError("a bug")
+        return emit(bound, **kwargs)
+
+    monkeypatch.setattr(batch, "emit_unverified", emit_or_fail)
+    report = batch.check_kernels([batch.KernelCase("add", module.KERNEL, module.make_args())], ["tosa", "raw"])
+    assert [(r.output_type, r.status, r.reason) for r in report.results] == [
+        ("tosa", "emit-failed", "KeyError: 'a bug'"), ("raw", "verified", "")]
 
 
 def test_ops_prints_rule_targets_and_the_support_table(capsys) -> None:

@@ -9,6 +9,9 @@ import helion
 import pytest
 import torch
 from examples_util import (
+    bound_args,
+    clone_kwargs,
+    example_call,
     example_names,
     load_example_by_name,
     register_cpu_matmul_dtype_overloads,
@@ -24,6 +27,8 @@ OUTPUT_TYPES = [t.value for t in OutputType]
 # Documented exceptions (docs/lowering.md): torch-mlir behaviour, pinned so that a fix
 # upstream shows up as an unexpected pass.
 KNOWN_NUMERIC_GAPS = {
+    ("fp8_quantize", "tosa"): "torch-mlir lowers x / s to x * reciprocal(s) in tosa: one f32 ulp off, which moves "
+    "a few values across an fp8 rounding boundary",
     ("int_divmod", "stablehlo"): "torch-mlir lowers aten.remainder to stablehlo.remainder (truncated, not floored)",
 }
 KNOWN_RUN_GAPS = {
@@ -63,15 +68,16 @@ RUNS = [(t, "ragged") for t in OUTPUT_TYPES] + [("linalg-on-tensors", "divisible
 @pytest.mark.parametrize("name", example_names())
 def test_example_runs_on_cpu_and_matches_reference(name: str, output_type: str, shape: str) -> None:
     mod = load_example_by_name(name)
-    args = mod.make_args(shape)
+    args, kwargs = example_call(mod, shape)
+    bound = mod.KERNEL.bind(bound_args(mod.KERNEL, args, kwargs))
     key = (name, output_type)
     if key in KNOWN_RUN_GAPS:
         with pytest.raises(helion_mlir_errors().ExecutionError):
-            compile_kernel(mod.KERNEL.bind(args), output_type=output_type)
+            compile_kernel(bound, output_type=output_type)
         return
-    compiled = compile_kernel(mod.KERNEL.bind(args), output_type=output_type)
-    got = compiled(*_clone(args))
-    expected = mod.reference(*_clone(args))
+    compiled = compile_kernel(bound, output_type=output_type)
+    got = compiled(*_clone(args), **clone_kwargs(kwargs))  # called like the kernel, keywords included
+    expected = mod.reference(*_clone(args), **clone_kwargs(kwargs))
     if key in KNOWN_NUMERIC_GAPS:
         with pytest.raises(AssertionError):
             assert_matches(got, expected, mod.TOLERANCE, name)
@@ -88,11 +94,13 @@ def helion_mlir_errors() -> Any:
 @pytest.mark.parametrize("name", sorted(set(example_names()) - HELION_NEEDS_STATIC_SHAPES))
 def test_example_with_dynamic_shapes_runs_and_matches_reference(name: str) -> None:
     mod = load_example_by_name(name)
-    kernel = helion.kernel(mod.KERNEL.fn, config=mod.KERNEL.configs[0], static_shapes=False)
-    args = mod.make_args("ragged")
-    compiled = compile_kernel(kernel.bind(args))
+    kernel = helion.kernel(mod.KERNEL.fn, config=mod.KERNEL.configs[0], static_shapes=False,
+                           ignore_warnings=mod.KERNEL.settings.ignore_warnings)
+    args, kwargs = example_call(mod, "ragged")
+    compiled = compile_kernel(kernel.bind(bound_args(kernel, args, kwargs)))
     assert "?x" in compiled.mlir or "x?" in compiled.mlir, "symbolic host sizes must give dynamic dims"
-    assert_matches(compiled(*_clone(args)), mod.reference(*_clone(args)), mod.TOLERANCE, f"{name} [dynamic]")
+    got = compiled(*_clone(args), **clone_kwargs(kwargs))
+    assert_matches(got, mod.reference(*_clone(args), **clone_kwargs(kwargs)), mod.TOLERANCE, f"{name} [dynamic]")
 
 
 def test_helion_refuses_dynamic_shapes_for_the_kernels_listed_as_static_only() -> None:
@@ -104,7 +112,8 @@ def test_helion_refuses_dynamic_shapes_for_the_kernels_listed_as_static_only() -
 
 
 def test_batch_report_counts_every_example_as_verified() -> None:
-    cases = [KernelCase(n, load_example_by_name(n).KERNEL, load_example_by_name(n).make_args("ragged")) for n in example_names()]
+    cases = [KernelCase(n, m.KERNEL, bound_args(m.KERNEL, *example_call(m, "ragged")))
+             for n, m in ((n, load_example_by_name(n)) for n in example_names())]
     report = check_kernels(cases, ["linalg-on-tensors"])
     assert report.verified == len(cases) == report.emitted, report.table()
     assert all(r.nodes > 0 for r in report.results)

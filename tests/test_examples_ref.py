@@ -62,6 +62,9 @@ COVERAGE = {
     "reduce_ops._reduce",
     "scan_ops._associative_scan",
     "_gelu_tanh_approx._gelu_erf",
+    "quantized_ops.float4_e2m1fn_x2_to_float32",
+    "quantized_ops.load_float4_e2m1fn_x16_to_float16",
+    "quantized_ops.load_bfloat16_x16_to_float16",
     # ATen ops
     "aten.add.Tensor",
     "aten.sub.Tensor",
@@ -141,6 +144,7 @@ GRAPH_KINDS = {
 # an atomic.
 EXPECTED: dict[str, set[str]] = {
     "add": {"aten.add.Tensor"},
+    "alibi_bias": {"prims.iota.default", "tile_ops.tile_begin", "tile_ops.tile_index", "aten.abs.default"},
     "argmax_reduce": {
         "HelperFunctionGraphInfo", "ForLoopGraphInfo", "reduce_ops._reduce",
         "_tracing_ops._mask_to",
@@ -153,6 +157,10 @@ EXPECTED: dict[str, set[str]] = {
         "aten.amax.default", "aten.maximum.default", "aten.sub.Tensor", "aten.div.Tensor",
         "creation_ops.full", "view_ops.subscript",
     },
+    "attention_backward": {
+        "atomic_ops.atomic_add", "aten.bmm.default", "aten.baddbmm.default", "aten.permute.default",
+        "_tracing_ops._for_loop", "view_ops.subscript",
+    },
     "attention_causal": {
         "matmul_ops.dot", "tile_ops.tile_end", "tile_ops.tile_index", "aten.ge.Tensor",
         "aten.where.self", "aten.scalar_tensor.default", "aten.exp.default",
@@ -163,7 +171,19 @@ EXPECTED: dict[str, set[str]] = {
         "HelperFunctionGraphInfo", "tile_ops.tile_id", "scan_ops._associative_scan",
         "_tracing_ops._for_loop", "aten.sum.default",
     },
+    "block_sparse_matmul": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
+        "aten.addmm.default", "aten.amax.default", "aten.abs.default", "aten.gt.Scalar",
+    },
     "bmm": {"aten.baddbmm.default", "_tracing_ops._for_loop", "aten.sym_size.int"},
+    "causal_softmax_arange": {
+        "prims.iota.default", "tile_ops.tile_index", "aten.le.Tensor", "aten.where.self",
+        "aten.scalar_tensor.default", "aten.amax.default", "aten.exp.default",
+    },
+    "causal_attention_skip": {
+        "IfGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop", "_operator.lt",
+        "tile_ops.tile_begin", "tile_ops.tile_end", "tile_ops.tile_index", "aten.mm.default",
+    },
     "column_bitwise": {
         "HelperFunctionGraphInfo", "reduce_ops._reduce", "atomic_ops.atomic_and",
         "atomic_ops.atomic_or", "atomic_ops.atomic_xor", "aten.bitwise_and.Tensor",
@@ -177,23 +197,46 @@ EXPECTED: dict[str, set[str]] = {
         "ReductionLoopGraphInfo", "tile_ops.tile_index", "aten.log.default", "aten.exp.default",
         "aten.amax.default", "_tracing_ops._mask_to",
     },
+    "cross_entropy_ignore": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
+        "aten.eq.Scalar", "aten.log.default", "aten.maximum.default",
+    },
     "cumsum": {"HelperFunctionGraphInfo", "scan_ops._associative_scan"},
     "cumsum_looped": {"scan_ops._associative_scan", "_tracing_ops._for_loop", "view_ops.subscript"},
     "embedding": {"memory_ops.load", "memory_ops.store"},
     "exp": {"aten.exp.default"},
     "geglu": {"tile_ops.tile_index", "aten.pow.Tensor_Scalar", "aten.tanh.default"},
+    "gelu_tanh_manual": {"aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor"},
     "global_max_normalize": {"atomic_ops.atomic_max", "aten.abs.default", "aten.amax.default"},
     "group_norm": {
         "aten.view.default", "aten.mean.dim", "_tracing_ops._inductor_lowering_extra",
         "aten.sqrt.default",
     },
+    "grouped_gemm": {"_tracing_ops._for_loop", "aten.addmm.default", "_operator.add"},
     "histogram": {
         "atomic_ops.atomic_add", "aten.clamp_min.default", "aten.clamp_max.default",
         "prims.convert_element_type.default", "_operator.sub",
     },
+    "int8_row_mean": {"aten.mean.dim", "aten.mul.Tensor"},
     "int_divmod": {"aten.div.Tensor_mode", "aten.remainder.Scalar", "aten.fmod.Scalar"},
+    "jagged_dense_add": {
+        "_tracing_ops._for_loop", "aten.amax.default", "aten.lt.Tensor", "tile_ops.tile_index",
+        "view_ops.subscript",
+    },
+    "jagged_hstu_attention": {
+        "_tracing_ops._for_loop", "aten.bmm.default", "aten.baddbmm.default", "prims.iota.default",
+        "tile_ops.tile_index", "aten.amax.default", "aten.where.self",
+    },
+    "jagged_mean": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
+        "aten.gt.Scalar", "aten.div.Tensor", "prims.convert_element_type.default",
+    },
     "jagged_sum": {
         "ForLoopGraphInfo", "_tracing_ops._for_loop", "_operator.add", "aten.sum.dim_IntList",
+    },
+    "kth_smallest": {
+        "WhileLoopGraphInfo", "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._while_loop",
+        "_tracing_ops._if", "aten.le.Tensor", "aten.ge.Scalar", "aten.amin.default",
     },
     "layer_norm": {
         "ReductionLoopGraphInfo", "aten.rsqrt.default", "aten.sum.dim_IntList",
@@ -204,29 +247,56 @@ EXPECTED: dict[str, set[str]] = {
         "aten.exp2.default", "aten.log2.default", "aten.unsqueeze.default", "aten.neg.default",
         "aten.full.default", "aten.minimum.default",
     },
+    "masked_fill_value": {"aten.scalar_tensor.default", "aten.where.self"},
     "matmul": {
         "aten.mm.default", "_tracing_ops._for_loop", "_tracing_ops._phi", "creation_ops.full",
+    },
+    "fp8_quantize": {"aten.amax.default", "aten.clamp_min.default", "aten.clamp_max.default", "prims.convert_element_type.default"},
+    "fp8_scaled_gemm": {"matmul_ops.dot", "aten.mul.Tensor", "prims.convert_element_type.default"},
+    "int4_gemm": {
+        "aten.__lshift__.Scalar", "aten.__rshift__.Scalar", "aten.div.Tensor_mode", "aten.mm.default",
+        "tile_ops.tile_index",
+    },
+    "nvfp4_gemv": {"quantized_ops.float4_e2m1fn_x2_to_float32", "aten.sum.dim_IntList", "prims.convert_element_type.default"},
+    "nvfp4_gemv_grouped": {
+        "quantized_ops.load_float4_e2m1fn_x16_to_float16", "quantized_ops.load_bfloat16_x16_to_float16",
+        "aten.bitwise_and.Tensor", "tile_ops.tile_index",
     },
     "matmul_bf16": {"matmul_ops.dot", "prims.convert_element_type.default"},
     "matmul_bias_relu": {"aten.addmm.default", "aten.relu.default", "view_ops.subscript"},
     "matmul_int8": {"matmul_ops.dot", "creation_ops.full"},
+    "matmul_layer_norm": {
+        "_tracing_ops._for_loop", "aten.addmm.default", "aten.mean.dim", "aten.rsqrt.default", "creation_ops.full",
+    },
     "matmul_split_k": {
         "atomic_ops.atomic_add", "tile_ops.tile_begin", "tile_ops.tile_end", "aten.mm.default",
     },
+    "moe_scatter_add": {"atomic_ops.atomic_add", "aten.mul.Tensor", "view_ops.subscript"},
+    "moe_topk_combine": {"aten.sum.dim_IntList", "aten.mul.Tensor", "view_ops.subscript"},
+    "moe_unpermute": {"memory_ops.load", "memory_ops.store", "aten.exp.default"},
     "newton_rsqrt": {
         "WhileLoopGraphInfo", "WhileConditionGraphInfo", "_tracing_ops._while_loop",
         "aten.lt.Scalar",
     },
     "outer_product": {"view_ops.subscript", "aten.mul.Tensor"},
+    "padded_attention_scores": {
+        "_tracing_ops._for_loop", "aten.baddbmm.default", "aten.amax.default", "aten.permute.default",
+        "tile_ops.tile_index", "aten.where.self",
+    },
     "pairwise_pool": {"_tracing_ops._for_loop_step", "_operator.floordiv", "_operator.add"},
     "philox": {
         "aten.__rshift__.Scalar", "aten.bitwise_and.Scalar", "aten.bitwise_xor.Tensor",
         "aten.mul.Tensor",
     },
     "rms_norm": {"aten.mean.dim", "aten.rsqrt.default", "_tracing_ops._inductor_lowering_extra"},
+    "rms_norm_eps": {"aten.mean.dim", "aten.rsqrt.default", "aten.add.Tensor"},
     "rope": {
         "view_ops.split", "view_ops.join", "prims.iota.default", "tile_ops.tile_index",
         "aten.pow.Scalar", "aten.sin.default", "aten.cos.default",
+    },
+    "routed_accumulate": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
+        "aten.eq.Scalar", "_operator.mul", "_operator.add",
     },
     "row_branch": {
         "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "aten.eq.Scalar", "aten.relu.default",
@@ -241,6 +311,11 @@ EXPECTED: dict[str, set[str]] = {
         "ForLoopGraphInfo", "_tracing_ops._for_loop", "_tracing_ops._new_var", "_tracing_ops._phi",
         "creation_ops.full",
     },
+    "scaled_activation": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_operator.eq", "_operator.gt",
+        "aten.relu.default", "_gelu_tanh_approx._gelu_erf", "aten.sigmoid.default",
+    },
+    "segment_weight_grad": {"_tracing_ops._for_loop", "aten.addmm.default", "aten.permute.default"},
     "softmax_looped": {"ReductionLoopGraphInfo", "_tracing_ops._for_loop", "aten.exp.default"},
     "softmax_one_pass": {
         "ReductionLoopGraphInfo", "_tracing_ops._mask_to", "aten.amax.default", "aten.exp.default",
@@ -254,14 +329,37 @@ EXPECTED: dict[str, set[str]] = {
         "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "tile_ops.tile_begin",
         "tile_ops.tile_end", "tile_ops.tile_index", "_operator.gt", "aten.le.Tensor",
     },
+    "varlen_attention": {
+        "_tracing_ops._for_loop", "aten.mm.default", "aten.addmm.default", "aten.exp.default",
+        "aten.where.self",
+    },
+    "weighted_nll": {
+        "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "aten.eq.Scalar", "aten.where.self",
+    },
     "welford": {
         "tile_ops.tile_begin", "tile_ops.tile_end", "_operator.sub", "_operator.mul",
         "_tracing_ops._phi",
     },
+    "window_mean_pool": {"aten.mean.dim", "tile_ops.tile_id"},
     "xorshift_rand": {
         "aten.__lshift__.Scalar", "aten.__rshift__.Scalar", "aten.bitwise_xor.Tensor",
         "aten.bitwise_and.Scalar", "tile_ops.tile_index",
     },
+    # Arguments of every kind, module-level values, host-computed block sizes.
+    "flex_attention": {"ForLoopGraphInfo", "aten.tanh.default", "aten.mm.default", "tile_ops.tile_begin"},
+    "alibi_attention": {"ForLoopGraphInfo", "aten.clamp_min.default", "tile_ops.tile_index", "aten.mm.default"},
+    "smooth_l1_loss": {"ForLoopGraphInfo", "aten.abs.default", "aten.lt.Scalar", "aten.where.self"},
+    "kl_div_loss": {"IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "aten.log.default", "aten.clamp_min.default"},
+    "layer_norm_affine": {"aten.mean.dim", "aten.rsqrt.default", "_tracing_ops._inductor_lowering_extra"},
+    "bias_activation": {"aten.sigmoid.default", "aten.clamp_min.default", "aten.clamp_max.default"},
+    "gelu_module_constants": {"aten.tanh.default", "aten.clamp_min.default", "_tracing_ops._get_symnode"},
+    "rms_norm_module_eps": {"aten.mean.dim", "aten.rsqrt.default", "_tracing_ops._get_symnode"},
+    "linear_attention_chunked": {"ForLoopGraphInfo", "aten.mm.default", "aten.ge.Tensor", "tile_ops.tile_index"},
+    "hashed_embedding": {"aten.remainder.Scalar", "aten.mul.Tensor"},
+    "split_k_barrier": {"ReductionLoopGraphInfo", "aten.addmm.default", "tile_ops.tile_id", "tile_ops.tile_end"},
+    "split_k_tunable": {"atomic_ops.atomic_add", "aten.addmm.default", "tile_ops.tile_begin"},
+    "chunk_means": {"tile_ops.tile_id", "aten.sum.dim_IntList", "aten.div.Tensor"},
+    "softmax_whole_row": {"aten.amax.default", "aten.exp.default", "_tracing_ops._mask_to"},
 }
 
 EVERY_EXAMPLE = {
@@ -298,6 +396,9 @@ def test_example_protocol(name: str) -> None:
     params = inspect.signature(module.make_args).parameters
     assert list(params)[:2] == ["shape", "dtype"]
     assert params["shape"].default == "divisible" and params["dtype"].default is None
+    if hasattr(module, "make_kwargs"):  # keywords the kernel is called with besides make_args'
+        assert list(inspect.signature(module.make_kwargs).parameters) == ["shape"]
+        assert isinstance(module.make_kwargs(), dict) and module.make_kwargs()
     assert callable(module.reference) and callable(module.main)
 
 

@@ -130,6 +130,25 @@ def test_example_kernels_run_through_the_backend(name: str, compilations: Compil
     assert compilations.requested[0].output_type is helion_mlir.OutputType.LINALG_ON_TENSORS
 
 
+def test_each_specialization_of_strings_none_and_callables_compiles_once(compilations: Compilations) -> None:
+    loss = load_example_by_name("smooth_l1_loss")
+    kernel = mlir_twin(loss.KERNEL)
+    x, y = loss.make_args("ragged")
+    weight = loss.make_kwargs("ragged")["weight"]
+    for reduction in ("mean", "sum", "none"):
+        for w in (None, weight):
+            for beta in (1.0, 0.25):  # a float is not specialized: both betas share a compilation
+                got = kernel(x, y, weight=w, beta=beta, reduction=reduction)
+                assert_matches(got, loss.reference(x, y, w, beta, reduction), loss.TOLERANCE)
+    assert len(compilations.requested) == 6
+    flex = load_example_by_name("flex_attention")
+    kernel = mlir_twin(flex.KERNEL)
+    q, k, v, _, scale = flex.make_args("ragged")
+    for score_mod in (flex.softcap, flex.relative_bias, flex.softcap):
+        assert_matches(kernel(q, k, v, score_mod, scale), flex.reference(q, k, v, score_mod, scale), flex.TOLERANCE)
+    assert len(compilations.requested) == 6 + 2
+
+
 def test_host_allocated_output_and_in_place_argument(compilations: Compilations) -> None:
     example = load_example_by_name("xorshift_rand")
     out_bits, seed = example.make_args("ragged")

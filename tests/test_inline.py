@@ -617,7 +617,7 @@ def test_ops_sharing_a_line_with_the_braces() -> None:
 
 
 # ------------------------------------------------------------------------- result names
-def test_sole_results_take_the_names_the_caller_chose() -> None:
+def test_results_of_one_result_ops_take_the_names_the_caller_chose() -> None:
     source = (
         "func.func @f(%arg0: f32) -> (f32, f32) {\n"
         "  %0 = arith.addf %arg0, %arg0 : f32\n"
@@ -635,6 +635,28 @@ def test_sole_results_take_the_names_the_caller_chose() -> None:
         // CHECK: %prod0 = arith.mulf %sum0, %sum0 : f32
         """,
     )
+
+
+def test_separately_named_results_of_a_multi_result_op_take_the_names_the_caller_chose() -> None:
+    # ``%5, %6 = op`` names each result on its own (unlike a group ``%5:2``), so the returned
+    # one can be defined under the wanted name; found by the explore profile.
+    source = (
+        "func.func @f(%arg0: tensor<4xf32>, %arg1: tensor<f32>) -> tensor<f32> {\n"
+        "  %5, %6 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> ()>, "
+        "affine_map<(d0) -> ()>], iterator_types = [\"reduction\"]} ins(%arg0 : tensor<4xf32>) "
+        "outs(%arg1, %arg1 : tensor<f32>, tensor<f32>) {\n"
+        "  ^bb0(%in: f32, %a: f32, %b: f32):\n"
+        "    %m = arith.maximumf %in, %a : f32\n"
+        "    %s = arith.addf %in, %b : f32\n"
+        "    linalg.yield %m, %s : f32, f32\n"
+        "  } -> (tensor<f32>, tensor<f32>)\n"
+        "  return %5 : tensor<f32>\n}\n"
+    )
+    builder = MLIRBuilder()
+    builder.reserve("%x"), builder.reserve("%init")
+    wanted = [builder.fresh("max")]
+    assert inline_torch_mlir_output(source, ["%x", "%init"], builder, result_names=wanted) == wanted
+    run_filecheck(builder.render(), "// CHECK: %max0, %[[OTHER:[a-z0-9]+]] = linalg.generic")
 
 
 def test_results_that_cannot_take_a_name_keep_their_own() -> None:

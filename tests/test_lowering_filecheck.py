@@ -584,3 +584,14 @@ def test_modules_use_only_upstream_dialects_plus_the_output_types_own(output_typ
         if output_type != "raw":
             assert "!torch." not in text, f"{name} ({shape}, {output_type}) keeps torch types"
         assert EXPECTED_DIALECT[output_type] in dialects, f"{name} ({shape}, {output_type}) uses only {sorted(dialects)}"
+
+
+@pytest.mark.parametrize("output_type", list(OUTPUT_DIALECTS))
+def test_dynamic_shapes_add_the_shape_dialect_to_stablehlo_only(output_type: str) -> None:
+    # docs/abi.md: torch-mlir broadcasts dynamic stablehlo operands through `shape` ops.
+    softmax = example("softmax_one_pass")
+    dynamic = helion.kernel(softmax.KERNEL.fn, config=softmax.KERNEL.configs[0], static_shapes=False)
+    text = generate_mlir(dynamic.bind(softmax.make_args("ragged")), output_type=output_type)
+    dialects = {op.split(".", 1)[0] for op in op_names(text)}
+    assert dialects <= STRUCTURE_DIALECTS | OUTPUT_DIALECTS[output_type] | {"shape"}, sorted(dialects)
+    assert ("shape" in dialects) == (output_type == "stablehlo")

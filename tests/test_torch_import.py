@@ -85,6 +85,11 @@ _ELEMENT_TYPES = {
     torch.int32: "i32",
     torch.int64: "i64",
     torch.bool: "i1",
+    torch.float8_e4m3fn: "f8E4M3FN",
+    torch.float8_e5m2: "f8E5M2",
+    torch.float8_e4m3fnuz: "f8E4M3FNUZ",
+    torch.float8_e5m2fnuz: "f8E5M2FNUZ",
+    torch.float8_e8m0fnu: "f8E8M0FNU",
 }
 
 
@@ -567,6 +572,24 @@ def test_each_dynamic_size_of_a_spec_is_its_own_symbol() -> None:
     shared = CaseSizes(symbolic=True)
     import_aten_node_to_mlir(_case_node("aten.add.Tensor", torch.float32, True, shared))
     assert import_stats().misses == 2
+
+
+def test_dynamic_sizes_with_one_same_as_key_are_one_size() -> None:
+    # baddbmm must know that the accumulator's dynamic dim is the product's: independent
+    # symbols cannot be broadcast to each other.
+    node = _case_node("aten.baddbmm.default", torch.float32)
+    batch = TensorSpec((2, 8, 8), torch.float32)
+    keyed = [TensorSpec((2, 8, None), torch.float32, same_as=(None, None, "d")), batch,
+             TensorSpec((2, 8, None), torch.float32, same_as=(None, None, "d"))]
+    clear_import_cache()
+    text = import_aten_node_to_mlir(node, input_tensors=keyed)
+    assert "tensor<2x8x?xf32>" in text
+    renamed = [TensorSpec(s.shape, s.dtype, same_as=(None, None, "other")) if s.shape[2] is None else s for s in keyed]
+    assert import_aten_node_to_mlir(node, input_tensors=renamed) == text  # keys name sizes; only equality counts
+    assert (import_stats().hits, import_stats().misses) == (1, 1)
+    independent = [TensorSpec(s.shape, s.dtype) for s in keyed]
+    with pytest.raises(NodeNormalizationError, match="cannot compute its result"):
+        import_aten_node_to_mlir(node, input_tensors=independent)
 
 
 def test_import_batch_knows_result_shapes_before_lowering(row_max_nodes) -> None:

@@ -20,7 +20,7 @@ from helion.language import _tracing_ops
 from torch import fx
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
-from helion_mlir import UnsupportedNodeError, generate_mlir
+from helion_mlir import KernelCase, UnsupportedNodeError, check_kernels, compile_kernel, generate_mlir
 from helion_mlir.importer.node_importer import TorchMLIRNodeImporter
 from helion_mlir.inliner.builder import MLIRBuilder
 from helion_mlir.lowering import registry as lowering_registry
@@ -75,6 +75,40 @@ def test_rejected_helion_target_raises_naming_node_target_and_source_line(
 def test_rejected_helion_target_is_rejected_for_every_output_type(output_type: str) -> None:
     err = lowering_error(KERNELS.uses_device_print, KERNELS.float_args(), output_type)
     assert err.target == "device_print.device_print"
+
+
+REALISTIC_ASM = [
+    # kernel, args, node name, source text
+    ("softmax_fast_exp2", KERNELS.matrix_args, "powers", 'hl.inline_asm_elementwise("ex2.approx.f32'),
+    ("pack_bf16x2", KERNELS.vector_args, "packed", 'hl.inline_asm_elementwise("cvt.rn.bf16x2.f32'),
+]
+
+
+@pytest.mark.parametrize("output_type", ["linalg-on-tensors", "tosa", "stablehlo", "raw"])
+@pytest.mark.parametrize(("kernel", "make_args", "node", "source"), REALISTIC_ASM, ids=[r[0] for r in REALISTIC_ASM])
+def test_inline_asm_in_a_real_kernel_is_refused_clearly_for_every_output_type(
+    kernel: str, make_args: Any, node: str, source: str, output_type: str
+) -> None:
+    # The asm sits between ATen ops queued for torch-mlir (and, for the softmax, inside a
+    # loop carrying values): the refusal still names it, its target and its line.
+    where = f"{KERNEL_FILE}:{line_of(source)}"
+    err = lowering_error(getattr(KERNELS, kernel), make_args(), output_type)
+    assert (err.node_name, err.target, err.source_location) == (node, "inline_asm_ops.inline_asm_elementwise", where)
+    assert str(err).startswith(f"node '{node}' (inline_asm_ops.inline_asm_elementwise) at {where}: inline assembly")
+    assert "hint: express the operation with torch ops" in str(err)
+    with pytest.raises(UnsupportedNodeError, match="inline assembly"):
+        compile_kernel(getattr(KERNELS, kernel).bind(make_args()), output_type=output_type)
+
+
+def test_batch_report_lists_a_kernel_with_inline_asm_as_refused_and_goes_on() -> None:
+    cases = [KernelCase("softmax_fast_exp2", KERNELS.softmax_fast_exp2, KERNELS.matrix_args()),
+             KernelCase("erfinv", KERNELS.uses_erfinv, KERNELS.float_args())]
+    report = check_kernels(cases, ["tosa", "raw"])
+    by_case = {(r.label, r.output_type): r for r in report.results}
+    for output_type in ("tosa", "raw"):
+        refused = by_case[("softmax_fast_exp2", output_type)]
+        assert refused.status == "emit-failed" and "inline assembly" in refused.reason
+    assert by_case[("erfinv", "raw")].status == "verified"  # the batch went on
 
 
 def test_unused_inline_asm_that_helion_drops_is_absent_from_the_lowering_too() -> None:

@@ -118,6 +118,9 @@ def check_kernels(
                     result.status, result.reason = "verify-failed", str(err)
             except HelionMLIRError as err:
                 result.status, result.reason = "emit-failed", str(err)
+            except Exception as err:  # not raised on purpose (a bug): reported, and the batch goes on
+                log.debug("%s [%s]: unexpected error", case.label, kind.value, exc_info=True)
+                result.status, result.reason = "emit-failed", f"{type(err).__name__}: {err}"
             result.seconds = time.perf_counter() - started
             results.append(result)
             if on_result is not None:

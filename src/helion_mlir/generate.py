@@ -99,7 +99,7 @@ def _emit_function(v: IRVisitor) -> None:
     arg_decls = []
     v.function_arg_values = {}
     for arg in model.args:
-        ssa = "%" + arg.name
+        ssa = arg.ssa
         v.builder.reserve(ssa)
         arg_decls.append(f"{ssa}: {arg.mlir_type}")
         if arg.kind == "tensor":
@@ -113,8 +113,10 @@ def _emit_function(v: IRVisitor) -> None:
     signature = f"func.func @{model.name}({', '.join(arg_decls)}) -> ({', '.join(result_types)})"
     with ops.region(signature + " {"):
         _bind_function_symbols(v)
+        v.bind_runtime_block_sizes()
         for block_id, numel in model.persistent_reductions.items():
             extent = v.eval_symbolic(numel)
+            extent = extent if isinstance(extent, int) else v.ops.index(extent)
             v.tiles[block_id] = Tile(block_id, 0, extent if isinstance(extent, int) else None, extent, 0, extent)
         for root in model.root_loops:
             _emit_root(v, root)
@@ -129,9 +131,9 @@ def _bind_function_symbols(v: IRVisitor) -> None:
         value = v.function_arg_values[arg.name]
         if arg.kind == "scalar":
             if isinstance(arg.fake, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                expr = arg.fake.node.expr
-                if isinstance(expr, sympy.Symbol):
-                    v.symbols.setdefault(expr, value)
+                v.symbols.setdefault(arg.fake.node.expr, value)  # also ``Eq(u0, 1)`` of a bool
+            elif isinstance(arg.fake, sympy.Basic):  # a per-call host value (its symbol or bool expression)
+                v.symbols.setdefault(arg.fake, value)
             continue
         for axis, size in enumerate(arg.fake.shape):
             if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):

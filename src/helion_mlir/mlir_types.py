@@ -1,8 +1,17 @@
-"""Spelling torch dtypes and shapes as MLIR types."""
+"""Spelling torch dtypes and shapes as MLIR types, and numbers as MLIR literals.
+
+:func:`literal` is the one place the package prints a number into IR. MLIR's float
+literal needs a ``.`` in its mantissa (``1.0e-06``, not Python's ``1e-06``), and MLIR reads
+a decimal literal as the nearest double, then rounds that to the attribute's type
+(nearest, ties to even); torch, however, rounds a Python float to ``float16`` and
+``bfloat16`` through ``float32``. So a value is first stored the way torch stores it in
+the dtype, then spelled with the fewest significant digits MLIR reads back as exactly
+those bits; infinities and NaNs are spelled as hex bit patterns, which MLIR takes as is.
+"""
 
 from __future__ import annotations
 
-import struct
+import math
 from collections.abc import Sequence
 
 import torch
@@ -12,12 +21,14 @@ from .errors import HelionMLIRError
 __all__ = [
     "element_type",
     "tensor_type",
+    "storage_shape",
     "DTYPES_OF_ELEMENT_TYPES",
+    "LOW_PRECISION_FLOATS",
+    "PACKED_PAIR_DTYPES",
     "is_float",
     "is_bool",
     "is_signed_int",
     "scalar_type_of_python",
-    "zero_literal",
     "literal",
 ]
 
@@ -32,7 +43,22 @@ _ELEMENT_TYPES: dict[torch.dtype, str] = {
     torch.int8: "i8",
     torch.uint8: "i8",
     torch.bool: "i1",
+    torch.float8_e4m3fn: "f8E4M3FN",
+    torch.float8_e5m2: "f8E5M2",
+    torch.float8_e4m3fnuz: "f8E4M3FNUZ",
+    torch.float8_e5m2fnuz: "f8E5M2FNUZ",
+    torch.float8_e8m0fnu: "f8E8M0FNU",
+    torch.float4_e2m1fn_x2: "f4E2M1FN",  # one element per value: see storage_shape
 }
+
+#: The MLIR float types narrower than 16 bits. They have no LLVM type: their conversions
+#: go through f32 (see lowering.emitter.scalar_convert_op and runtime.low_precision).
+LOW_PRECISION_FLOATS = ("f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E8M0FNU", "f4E2M1FN")
+
+#: Dtypes that pack two values per byte. A tensor of shape [..., N] of such a dtype is a
+#: tensor<...xNx2x...> of its element type: the pair is a trailing dimension of 2, the
+#: value in the low nibble first (docs/abi.md).
+PACKED_PAIR_DTYPES = frozenset({torch.float4_e2m1fn_x2})
 
 
 # MLIR element type -> the torch dtype a value of that type is read as: integers are
@@ -48,6 +74,11 @@ def element_type(dtype: torch.dtype) -> str:
         return _ELEMENT_TYPES[dtype]
     except KeyError:
         raise HelionMLIRError(f"dtype {dtype} has no MLIR element type in helion_mlir") from None
+
+
+def storage_shape(shape: Sequence[int | None], dtype: torch.dtype) -> tuple[int | None, ...]:
+    """The MLIR shape of a torch tensor: its own, plus the pair dimension of a packed dtype."""
+    return tuple(shape) + ((2,) if dtype in PACKED_PAIR_DTYPES else ())
 
 
 def tensor_type(shape: Sequence[int | None], dtype: torch.dtype) -> str:
@@ -79,27 +110,140 @@ def scalar_type_of_python(value: object) -> str:
     raise HelionMLIRError(f"unsupported scalar {value!r} of type {type(value).__name__}")
 
 
-def literal(value: float | int | bool, dtype: torch.dtype) -> str:
-    """An ``arith.constant`` literal of ``value`` in ``dtype`` (inf/nan spelled as hex floats)."""
-    if dtype == torch.bool:
+# ---------------------------------------------------------------------------- literals
+# (exponent bits, stored mantissa bits) of the float types.
+_FLOAT_FORMATS: dict[str, tuple[int, int]] = {"f64": (11, 52), "f32": (8, 23), "f16": (5, 10), "bf16": (8, 7)}
+_SAME_WIDTH_INT = {"f64": torch.int64, "f32": torch.int32, "f16": torch.int16, "bf16": torch.int16}
+_INT_WIDTHS: dict[str, int] = {"i64": 64, "i32": 32, "i16": 16, "i8": 8}
+_MAX_DIGITS = 17  # enough for any double
+
+
+def literal(value: float | int | bool, mlir_type: str) -> str:
+    """The literal of ``value`` as an ``arith.constant`` of ``mlir_type`` reads it.
+
+    Floats are rounded as torch stores them in that type (``inf`` beyond its range).
+    Integers must fit: signless types take the signed and the unsigned range (an ``i8``
+    holds int8 and uint8 values), ``index`` the signed 64-bit one; a float is truncated
+    towards zero first, as torch converts it. ``i1`` is ``true``/``false``.
+    """
+    if mlir_type == "i1":
         return "true" if value else "false"
-    if dtype.is_floating_point:
-        v = float(value)
-        if v != v or v in (float("inf"), float("-inf")):
-            return _float_bits_literal(v, dtype)
-        return repr(v) if "e" in repr(v) or "." in repr(v) else f"{v:.1f}"
-    return str(int(value))
+    if mlir_type in _FLOAT_FORMATS:
+        return _float_literal(value, mlir_type)
+    if mlir_type in LOW_PRECISION_FLOATS:
+        return _low_precision_literal(value, mlir_type)
+    if mlir_type == "index":
+        return _int_literal(value, -(2**63), 2**63 - 1, mlir_type)
+    if mlir_type in _INT_WIDTHS:
+        width = _INT_WIDTHS[mlir_type]
+        return _int_literal(value, -(2 ** (width - 1)), 2**width - 1, mlir_type)
+    raise HelionMLIRError(f"helion_mlir has no literal of type {mlir_type}")
 
 
-def zero_literal(dtype: torch.dtype) -> str:
-    return literal(0, dtype)
+def float_bits(value: float | int | bool, mlir_type: str) -> int:
+    """The bit pattern torch stores for ``value`` in the float type, as an unsigned int."""
+    try:
+        stored = torch.tensor(float(value), dtype=torch.float64).to(DTYPES_OF_ELEMENT_TYPES[mlir_type])
+    except OverflowError:  # an int beyond the doubles
+        raise HelionMLIRError(f"{value} is too large for {mlir_type}") from None
+    return int(stored.view(_SAME_WIDTH_INT[mlir_type]).item()) % (1 << (8 * stored.element_size()))
 
 
-def _float_bits_literal(value: float, dtype: torch.dtype) -> str:
-    """The bit pattern of ``value`` (an inf or nan) in ``dtype``, as MLIR's hex float literal."""
-    if dtype == torch.bfloat16:  # the upper half of the float32 pattern (exact for inf and nan)
-        raw = struct.unpack(">I", struct.pack(">f", value))[0] >> 16
-        return f"0x{raw:04X}"
-    code, width = {torch.float64: ("d", 64), torch.float32: ("f", 32), torch.float16: ("e", 16)}[dtype]
-    raw = int.from_bytes(struct.pack(f">{code}", value), "big")
-    return f"0x{raw:0{width // 4}X}"
+def _int_literal(value: float | int | bool, low: int, high: int, mlir_type: str) -> str:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise HelionMLIRError(f"{value} has no value of type {mlir_type}")
+        value = math.trunc(value)
+    number = int(value)
+    if not low <= number <= high:
+        raise HelionMLIRError(f"{number} is out of range for {mlir_type} ({low}..{high})")
+    return str(number)
+
+
+def _float_literal(value: float | int | bool, mlir_type: str) -> str:
+    bits = float_bits(value, mlir_type)
+    exponent_bits, mantissa_bits = _FLOAT_FORMATS[mlir_type]
+    stored = _value_of(bits, exponent_bits, mantissa_bits)
+    if math.isfinite(stored):
+        for digits in range(1, _MAX_DIGITS + 1):
+            read = float(f"{stored:.{digits}g}")  # the double MLIR reads from the shortest decimal
+            if _round_to_format(read, exponent_bits, mantissa_bits) == bits:
+                return _spelled(read)
+    return f"0x{bits:0{(1 + exponent_bits + mantissa_bits) // 4}X}"
+
+
+def _spelled(x: float) -> str:
+    """Python's shortest spelling of the double ``x`` (``100.0``, ``1e-06``), with the ``.``
+    MLIR's float literal needs in the mantissa (``1.0e-06``)."""
+    mantissa, e, exponent = repr(x).partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + e + exponent
+
+
+def _value_of(bits: int, exponent_bits: int, mantissa_bits: int) -> float:
+    """The exact value of a bit pattern of the format (NaN for every NaN pattern)."""
+    sign = -1.0 if bits >> (exponent_bits + mantissa_bits) else 1.0
+    biased = (bits >> mantissa_bits) & ((1 << exponent_bits) - 1)
+    fraction = bits & ((1 << mantissa_bits) - 1)
+    bias = (1 << (exponent_bits - 1)) - 1
+    if biased == (1 << exponent_bits) - 1:
+        return sign * math.inf if fraction == 0 else math.nan
+    if biased == 0:
+        return sign * math.ldexp(fraction, 1 - bias - mantissa_bits)
+    return sign * math.ldexp(fraction | (1 << mantissa_bits), biased - bias - mantissa_bits)
+
+
+def _round_to_format(x: float, exponent_bits: int, mantissa_bits: int) -> int:
+    """The bits of the non-NaN double ``x`` rounded to the format, to nearest with ties to
+    even: what MLIR makes of the double it reads from a decimal literal."""
+    sign = 1 << (exponent_bits + mantissa_bits) if math.copysign(1.0, x) < 0 else 0
+    infinity = sign | (((1 << exponent_bits) - 1) << mantissa_bits)
+    x = abs(x)
+    if math.isinf(x):
+        return infinity
+    if x == 0:
+        return sign
+    bias = (1 << (exponent_bits - 1)) - 1
+    fraction, exponent = math.frexp(x)  # x = fraction * 2**exponent, 0.5 <= fraction < 1
+    scaled = int(fraction * (1 << 53))  # x = scaled * 2**(exponent - 53), exactly
+    last_place = max(exponent - 1, 1 - bias) - mantissa_bits  # subnormals share the lowest exponent
+    shift = last_place - (exponent - 53)
+    if shift <= 0:
+        places = scaled << -shift
+    else:
+        places, rest = scaled >> shift, scaled & ((1 << shift) - 1)
+        half = 1 << (shift - 1)
+        if rest > half or (rest == half and places & 1):
+            places += 1
+    biased = last_place + mantissa_bits + bias
+    if places >> (mantissa_bits + 1):  # rounding carried into the next binade
+        places >>= 1
+        biased += 1
+    if places >> mantissa_bits == 0:  # subnormal or zero
+        biased = 0
+    if biased >= (1 << exponent_bits) - 1:
+        return infinity
+    return sign | (biased << mantissa_bits) | (places & ((1 << mantissa_bits) - 1))
+
+
+# The magnitudes of f4E2M1FN by code (sign in the fourth bit).
+_F4_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+
+
+def _low_precision_literal(value: float | int | bool, mlir_type: str) -> str:
+    """A float8 or float4 constant as its bit pattern (hex), which MLIR takes as is.
+
+    float8: the bits torch's conversion stores, with each format's own rules for overflow
+    and NaN. float4 (which torch cannot convert to): the nearest magnitude, ties to the
+    even code, saturating at 6 like the hardware's satfinite conversions.
+    """
+    number = float(value)
+    if mlir_type == "f4E2M1FN":
+        if math.isnan(number):
+            raise HelionMLIRError("f4E2M1FN has no NaN")
+        magnitude = min(abs(number), 6.0)
+        code = min(range(8), key=lambda c: (abs(_F4_MAGNITUDES[c] - magnitude), c & 1))
+        return f"0x{(8 if math.copysign(1.0, number) < 0 else 0) | code:X}"
+    stored = torch.tensor(number, dtype=torch.float64).to(DTYPES_OF_ELEMENT_TYPES[mlir_type])
+    return f"0x{int(stored.view(torch.uint8).item()):02X}"

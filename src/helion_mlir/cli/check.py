@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -37,21 +38,39 @@ class CheckRow:
     details: str = ""
 
 
+# Folders holding other people's code or build output, never the kernels to check.
+_SKIPPED_FOLDERS = frozenset({"__pycache__", "site-packages", "dist-packages", "node_modules", "build", "dist"})
+
+
+def _skipped_folder(folder: Path) -> bool:
+    """Hidden folders (``.venv``, ``.git``), installed packages, build output, and virtual
+    environments under any name (they hold a ``pyvenv.cfg``)."""
+    name = folder.name
+    return (name.startswith(".") or name in _SKIPPED_FOLDERS or name.endswith(".egg-info")
+            or (folder / "pyvenv.cfg").is_file())
+
+
 def _collect_files(paths: Sequence[str]) -> list[tuple[Path, str]]:
-    """``(file, label)`` for every Python file under ``paths``, each file once."""
+    """``(file, label)`` for every Python file under ``paths``, each file once.
+
+    Folders are searched recursively, without descending into the folders
+    :func:`_skipped_folder` names (importing a virtual environment's packages from their
+    sources runs arbitrary code); a path given explicitly is always taken.
+    """
     found: dict[Path, str] = {}
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            for file in sorted(path.rglob("*.py")):
-                parts = file.relative_to(path).parts
-                if not any(part.startswith(".") or part == "__pycache__" for part in parts):
+            for root, folders, files in os.walk(path):
+                folders[:] = sorted(f for f in folders if not _skipped_folder(Path(root) / f))
+                for name in sorted(f for f in files if f.endswith(".py")):
+                    file = Path(root) / name
                     found.setdefault(file.resolve(), str(file))
         elif path.is_file():
             found.setdefault(path.resolve(), given)
         else:
             raise CommandError(f"no such file or folder: {given}", next_step="pass Python files or folders to check")
-    return [(file, label) for file, label in found.items()]
+    return list(found.items())
 
 
 def _first_line(text: str) -> str:
@@ -70,15 +89,22 @@ def check_command(options: argparse.Namespace) -> int:
             entries.append(CheckRow(label, reason=_first_line(reason), failed=True, details=reason))
             _show_traceback(cause, options.debug)
             continue
-        make = getattr(module, "make_args", None)
-        for name, kernel in find_kernels(module).items():
+        try:  # a module's __getattr__ may raise anything
+            kernels = find_kernels(module)
+            make = getattr(module, "make_args", None) if kernels else None
+        except (Exception, SystemExit) as err:
+            reason = f"reading the module failed: {type(err).__name__}: {err}"
+            entries.append(CheckRow(label, reason=_first_line(reason), failed=True, details=reason))
+            _show_traceback(err, options.debug)
+            continue
+        for name, kernel in kernels.items():
             kernel_label = f"{label}:{name}"
             if not callable(make):
                 entries.append(CheckRow(kernel_label, reason="skipped: no example args (define make_args)"))
                 continue
             try:
                 args = tuple(make(options.shape))
-            except Exception as err:
+            except (Exception, SystemExit) as err:
                 reason = f"make_args({options.shape!r}) failed: {type(err).__name__}: {err}"
                 entries.append(CheckRow(kernel_label, reason=_first_line(reason), failed=True, details=reason))
                 _show_traceback(err, options.debug)
@@ -102,6 +128,9 @@ def check_command(options: argparse.Namespace) -> int:
         except StageError as err:
             runs[(result.label, result.output_type)] = err
             _show_traceback(err.error, options.debug)
+        except (Exception, SystemExit) as err:  # comparing what came back: no kernel ends the run
+            runs[(result.label, result.output_type)] = StageError("compare", err)
+            _show_traceback(err, options.debug)
 
     report = check_kernels(list(cases.values()), output_types, progress=sys.stderr, on_result=run_verified)
     results: dict[str, list[KernelResult]] = {}

@@ -5,7 +5,7 @@ arguments and the output type."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,10 +139,11 @@ class _SymbolNumbering:
     def __init__(self) -> None:
         self._ids: dict[Any, int] = {}
 
-    def fresh(self) -> tuple[str, int]:
-        """A symbol unlike every other (a dynamic size of a TensorSpec)."""
-        number = len(self._ids)
-        self._ids[object()] = number
+    def fresh(self, key: Hashable | None = None) -> tuple[str, int]:
+        """The symbol of a dynamic size of a TensorSpec: one per ``same_as`` key, else one
+        unlike every other."""
+        ident = ("same_as", key) if key is not None else object()
+        number = self._ids.setdefault(ident, len(self._ids))
         return ("sym", number)
 
     def dim(self, value: Any) -> Any:
@@ -182,7 +183,8 @@ def _literal_key(value: Any, node: fx.Node, input_index: dict[fx.Node, int]) -> 
 
 def _value_key(value: InputValue, symbols: _SymbolNumbering) -> tuple:
     if isinstance(value, TensorSpec):
-        return ("contiguous tensor", value.dtype, tuple(symbols.fresh() if d is None else d for d in value.shape))
+        dims = tuple(symbols.fresh(value.size_key(i)) if d is None else d for i, d in enumerate(value.shape))
+        return ("contiguous tensor", value.dtype, dims)
     if isinstance(value, torch.Tensor):
         return (
             "tensor",

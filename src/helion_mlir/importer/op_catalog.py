@@ -42,6 +42,8 @@ FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 INTS = (torch.int32, torch.int64)
 NUMERIC = FLOATS + INTS
 ALL_DTYPES = NUMERIC + (torch.bool,)
+# Kernels move float8 tiles around (transpose, reshape, select) before converting them.
+FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu)
 
 _DTYPE_NAMES = {
     torch.float32: "f32",
@@ -50,6 +52,11 @@ _DTYPE_NAMES = {
     torch.int32: "i32",
     torch.int64: "i64",
     torch.bool: "bool",
+    torch.float8_e4m3fn: "e4m3fn",
+    torch.float8_e5m2: "e5m2",
+    torch.float8_e4m3fnuz: "e4m3fnuz",
+    torch.float8_e5m2fnuz: "e5m2fnuz",
+    torch.float8_e8m0fnu: "e8m0fnu",
 }
 
 #: ATen and prims targets met in Helion's example kernels (helion 1.5.1), most used first;
@@ -266,7 +273,7 @@ CATALOG: tuple[OpCase, ...] = (
     OpCase(aten.clamp_min.default, NUMERIC, _with_scalar),
     OpCase(aten.clamp_max.default, NUMERIC, _with_scalar),
     OpCase(aten.relu.default, NUMERIC, _unary),
-    OpCase(aten.where.self, ALL_DTYPES, lambda b, dt: ((b.tensor("m", "n", dtype=torch.bool),) + _binary(b, dt)[0], {})),
+    OpCase(aten.where.self, ALL_DTYPES + FLOAT8, lambda b, dt: ((b.tensor("m", "n", dtype=torch.bool),) + _binary(b, dt)[0], {})),
     # Transcendental functions.
     OpCase(aten.exp.default, FLOATS, _unary),
     OpCase(aten.exp2.default, FLOATS, _unary),
@@ -301,12 +308,12 @@ CATALOG: tuple[OpCase, ...] = (
     OpCase(aten.mean.dim, FLOATS, _reduce_dim),
     # Shapes and views.
     OpCase(aten.sym_size.int, (torch.float32,), lambda b, dt: ((b.tensor("m", "n", dtype=dt), 1), {})),
-    OpCase(aten.permute.default, ALL_DTYPES, lambda b, dt: ((b.tensor("m", "n", dtype=dt), [1, 0]), {})),
+    OpCase(aten.permute.default, ALL_DTYPES + FLOAT8, lambda b, dt: ((b.tensor("m", "n", dtype=dt), [1, 0]), {})),
     OpCase(aten.unsqueeze.default, ALL_DTYPES, lambda b, dt: ((b.tensor("m", "n", dtype=dt), 1), {})),
     OpCase(aten.squeeze.dim, ALL_DTYPES, lambda b, dt: ((b.tensor("m", 1, dtype=dt), 1), {})),
     OpCase(
         aten.view.default,
-        ALL_DTYPES,
+        ALL_DTYPES + FLOAT8,
         # Merge two dims: the size list holds m and 2*n (FX nodes when symbolic).
         lambda b, dt: ((b.tensor("m", 2, "n", dtype=dt), [b.size("m"), b.size("n", scale=2)]), {}),
     ),
@@ -315,7 +322,7 @@ CATALOG: tuple[OpCase, ...] = (
         ALL_DTYPES,
         lambda b, dt: ((b.tensor("m", 1, dtype=dt), [b.size("m"), b.size("n")]), {}),
     ),
-    OpCase(aten.clone.default, ALL_DTYPES, _unary),
+    OpCase(aten.clone.default, ALL_DTYPES + FLOAT8, _unary),
     OpCase(aten.stack.default, ALL_DTYPES, lambda b, dt: (([b.tensor("m", "n", dtype=dt), b.tensor("m", "n", dtype=dt)], 1), {})),
     # Creation and conversion.
     OpCase(

@@ -118,13 +118,20 @@ def render_op_support(support: OpSupport) -> str:
         "",
         "Which device-IR targets of real Helion kernels (the census of Helion's example kernels)",
         "helion_mlir lowers through torch-mlir, per output type. Each target was lowered on",
-        "representative inputs (`src/helion_mlir/op_catalog.py`) for every dtype it takes among",
-        "f32, bf16, f16, i32, i64 and bool, once with static sizes and once with symbolic sizes",
+        "representative inputs (`src/helion_mlir/importer/op_catalog.py`) for every dtype it takes",
+        "among f32, bf16, f16, i32, i64 and bool (and the five float8 dtypes for `where`, `permute`,",
+        "`view` and `clone`, which kernels apply to float8 tiles before converting them), once",
+        "with static sizes and once with symbolic sizes",
         "(unbacked SymInts, as Helion's tile sizes are: dynamic dimensions in the IR, sizes in",
         "list arguments passed as scalar arguments). `yes` means every dtype lowered both ways;",
         "otherwise the cell names what failed (`static` / `symbolic`, or both when unqualified)",
         "and cites torch-mlir's message below. Targets torch-mlir lacks, and nodes it fails to",
         "lower, are retried through exact decompositions before counting as failures.",
+        "",
+        "The table is what torch-mlir does with each node as traced. A kernel's lowering hands",
+        'torch-mlir none of these forms (docs/lowering.md, "ATen forms rewritten before',
+        'torch-mlir"): `prims.iota`, `aten.scalar_tensor` of a runtime scalar, and `aten.mean.dim`',
+        "with `dtype=` or over a dynamic dimension, so their failures below do not reach kernels.",
         "",
         "Regenerate with `scripts/op-support` after changing the importer or upgrading",
         "torch-mlir; `tests/test_op_support.py` fails while this file is out of date.",
@@ -139,7 +146,37 @@ def render_op_support(support: OpSupport) -> str:
     lines += [f"{number}. {reason}" for number, reason in enumerate(notes, start=1)]
     if not notes:
         lines.append("None: everything lowers.")
+    lines += ["", *_LOW_PRECISION_SECTION]
     return "\n".join(lines) + "\n"
+
+
+# What the package lowers itself for float8 and packed float4 (tests/test_low_precision.py
+# and the fp8_* / nvfp4_* / int4_gemm examples run it in every output type).
+_LOW_PRECISION_SECTION = (
+    "## Low-precision dtypes",
+    "",
+    "Kernels on float8 (`float8_e4m3fn`, `float8_e5m2`, `float8_e4m3fnuz`, `float8_e5m2fnuz`,",
+    "`float8_e8m0fnu`), packed float4 (`float4_e2m1fn_x2`) and int4 packed in int8/uint8 lower",
+    "to all four output types. The ops that carry these dtypes' meaning are lowered by",
+    "helion_mlir itself, the same `linalg`/`arith` code in every output type (see",
+    "docs/lowering.md, \"Low-precision dtypes\"):",
+    "",
+    "- `.to(dtype)` and stores to or from a float8 dtype: torch's rounding, saturation and NaN",
+    "  rules (`prims.convert_element_type`, `aten._to_copy` involving float8);",
+    "- `hl.dot`, and `torch.matmul` / `mm` / `bmm` / `addmm` / `baddbmm` of float8 tiles:",
+    "  `linalg.matmul` accumulating in f32 (other dtypes go through torch-mlir as above);",
+    "- `hl.float4_e2m1fn_x2_to_float32`, `hl.load_float4_e2m1fn_x16_to_float16`,",
+    "  `hl.load_bfloat16_x16_to_float16`; `x.view(dtype)` between dtypes of one width, and",
+    "  between `float4_e2m1fn_x2` and bytes;",
+    "- int4 packed in int8/uint8 needs only integer ops (`&`, `>>`, `<<`, `where`), rows above.",
+    "",
+    "Other ATen ops on float8 values go through torch-mlir (rows above); on CPU their",
+    "arithmetic runs in f32 with one rounding per op. Packed float4 values cannot go through",
+    "torch-mlir (it imports a tensor of N packed bytes as N values): such a node is rejected",
+    "with an error naming it. One numeric difference is known: tosa divides by multiplying",
+    "with a reciprocal, one f32 ulp off, which can move a quantized value by one float8 step",
+    "(the `fp8_quantize` example).",
+)
 
 
 def _escape(text: str) -> str:

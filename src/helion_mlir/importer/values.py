@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +30,20 @@ SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """A contiguous tensor input given by shape and dtype; each ``None`` size is dynamic
-    and independent of every other size."""
+    """A contiguous tensor input given by shape and dtype; each ``None`` size is dynamic.
+
+    ``same_as`` names the dynamic sizes: those with equal keys, across all inputs of one
+    node, are one size (``baddbmm`` must know that its accumulator and the product agree);
+    a dynamic size without a key (``None``, or no entry) is independent of every other.
+    """
 
     shape: tuple[int | None, ...]
     dtype: torch.dtype
+    same_as: tuple[Hashable | None, ...] = ()
+
+    def size_key(self, axis: int) -> Hashable | None:
+        """The key of dynamic size ``axis`` (None: independent, or not dynamic)."""
+        return self.same_as[axis] if axis < len(self.same_as) and self.shape[axis] is None else None
 
 
 # --------------------------------------------------------------------------------------
@@ -78,7 +87,8 @@ def check_input_values(node: fx.Node, values: Sequence[InputValue]) -> list[Inpu
 def tensors_for_specs(values: Sequence[InputValue]) -> list[InputValue]:
     """``values`` with each TensorSpec made a tensor: a meta tensor when its sizes are all
     static, else a fake tensor whose dynamic sizes are unbacked symbols of a shape
-    environment of this call (so no fact learned about them outlives the import)."""
+    environment of this call (so no fact learned about them outlives the import), one
+    symbol per ``same_as`` key."""
     specs = [v for v in values if isinstance(v, TensorSpec)]
     if not specs:
         return list(values)
@@ -89,10 +99,21 @@ def tensors_for_specs(values: Sequence[InputValue]) -> list[InputValue]:
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
 
+    named: dict[Hashable, torch.SymInt] = {}
+
+    def size(spec: TensorSpec, axis: int) -> int | torch.SymInt:
+        static, key = spec.shape[axis], spec.size_key(axis)
+        if static is not None:
+            return static
+        if key is None:
+            return shape_env.create_unbacked_symint()
+        if key not in named:
+            named[key] = shape_env.create_unbacked_symint()
+        return named[key]
+
     def fake(spec: TensorSpec) -> torch.Tensor:
         with mode:
-            sizes = [d if d is not None else shape_env.create_unbacked_symint() for d in spec.shape]
-            return torch.empty(sizes, dtype=spec.dtype)
+            return torch.empty([size(spec, axis) for axis in range(len(spec.shape))], dtype=spec.dtype)
 
     return [fake(v) if isinstance(v, TensorSpec) else v for v in values]
 

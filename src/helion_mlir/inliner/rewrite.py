@@ -117,7 +117,8 @@ class _Inliner:
     # ------------------------------------------------------------------ names
     def preset_names(self, result_names: Sequence[str]) -> dict[str, str]:
         """Source name -> wanted name, for each returned value that can simply be defined under
-        the name its caller chose: the sole result of a top-level op, returned once."""
+        the name its caller chose: a result of a top-level op with a name of its own (not a
+        member of a result group), returned once."""
         survey, tokens = self.survey, self.tokens
         returned = [i for i in range(survey.return_start, survey.return_end) if tokens[i].kind is TokenKind.VALUE_ID]
         if len(returned) != len(result_names):
@@ -133,7 +134,7 @@ class _Inliner:
                 token.value_suffix
                 or tokens[after].kind is TokenKind.HASH_ID
                 or times_returned[token.value_name] > 1
-                or token.value_name not in survey.sole_results
+                or token.value_name not in survey.named_results
             ):
                 continue
             preset[token.value_name] = wanted
@@ -158,7 +159,7 @@ class _Inliner:
                     "used before its definition, which inlining does not support)",
                     token,
                 )
-            if len(self.scopes) == 1 and self.survey.sole_results.get(name) == index and name in self.preset:
+            if len(self.scopes) == 1 and self.survey.named_results.get(name) == index and name in self.preset:
                 renamed = self.preset[name]
             else:
                 renamed = self.builder.fresh(_name_hint(name))
@@ -431,10 +432,11 @@ def inline_torch_mlir_output(
 
     ``result_names`` (one per returned value; names the builder handed out and nothing
     defines yet) lets a caller name results before the text exists: each returned value
-    that is the sole result of a top-level op and returned once is defined under its
-    name. The others (a function argument, one result of a multi-result op, a value
-    returned twice) keep their own names, so compare the returned names with the wanted
-    ones and bind what differs.
+    that is a result of a top-level op with a name of its own (``%a`` in ``%a = ...`` or
+    ``%a, %b = ...``) and returned once is defined under its name. The others (a function
+    argument, a member of a result group such as ``%g#0``, a value returned twice) keep
+    their own names, so compare the returned names with the wanted ones and bind what
+    differs.
 
     Raises :class:`MLIRSyntaxError` if the text cannot be inlined: no such function, wrong
     operand count, a body with several blocks, an undefined alias or resource.

@@ -252,7 +252,9 @@ class Survey:
     """What the body's syntax says before any renaming (labels may be used before defined)."""
 
     value_defs: set[int] = field(default_factory=set)  # op results and label arguments
-    sole_results: dict[str, int] = field(default_factory=dict)  # top-level op with one result: name -> token
+    # Results of top-level ops that have a name of their own (``%a`` in ``%a = ...`` or in
+    # ``%a, %b = ...``, not a group member such as ``%g#0`` of ``%g:2 = ...``): name -> token.
+    named_results: dict[str, int] = field(default_factory=dict)
     labels_by_region: dict[int, list[int]] = field(default_factory=dict)  # '{' index -> label tokens
     root_labels: list[int] = field(default_factory=list)
     return_start: int = -1
@@ -313,8 +315,10 @@ def survey_function(module: SourceModule, function: SurveyedFunction) -> Survey:
         if starting and token.kind is TokenKind.VALUE_ID:
             defined = _result_list(module, index, end)
             survey.value_defs.update(defined)
-            if not brackets and len(defined) == 1 and _is_sole_result(module, defined[0], end):
-                survey.sole_results[tokens[defined[0]].value_name] = defined[0]
+            if not brackets:
+                for result in defined:
+                    if _names_one_value(module, result, end):
+                        survey.named_results[tokens[result].value_name] = result
         if not brackets and token.text in _RETURN_OPS and survey.return_start < 0:
             survey.return_start = index
             survey.return_end = _statement_end(module, index, end)
@@ -329,7 +333,7 @@ def survey_function(module: SourceModule, function: SurveyedFunction) -> Survey:
     return survey
 
 
-def _is_sole_result(module: SourceModule, index: int, end: int) -> bool:
+def _names_one_value(module: SourceModule, index: int, end: int) -> bool:
     """Whether the result token at ``index`` names one value (not a group such as ``%0:2``)."""
     return not module.tokens[index].value_suffix and not module.is_punct_at(module.significant(index + 1, end), ":")
 

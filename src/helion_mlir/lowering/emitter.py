@@ -15,15 +15,47 @@ import torch
 
 from ..errors import HelionMLIRError
 from ..inliner.builder import MLIRBuilder
-from ..mlir_types import DTYPES_OF_ELEMENT_TYPES, element_type, literal, tensor_type
+from ..mlir_types import (
+    LOW_PRECISION_FLOATS,
+    PACKED_PAIR_DTYPES,
+    element_type,
+    literal,
+    tensor_type,
+)
 from .values import Scalar, Tensor
 
 __all__ = ["Emitter", "Value", "scalar_convert_op"]
 
 Value = Tensor | Scalar
 
-_FLOAT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+_FLOAT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64} | {t: 4 if t.startswith("f4") else 8 for t in LOW_PRECISION_FLOATS}
 _INT_WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+# Formats converted with saturation to their largest finite value: float8_e4m3fn as torch
+# does; f4E2M1FN (which torch cannot convert to) as the GPU's satfinite conversions do, having
+# neither inf nor NaN.
+_SATURATE_AT = {"f8E4M3FN": 448.0, "f4E2M1FN": 6.0}
+
+
+def _narrow_from_f32(dst: str, ssa: str, out: str, fresh: Callable[[], str]) -> list[str]:
+    """f32 -> f8/f4 as torch converts: round to nearest even, after making torch's
+    saturation explicit (a clamp that keeps NaN) and, for f8E8M0FNU, taking the magnitude
+    (it has no sign); MLIR's ``truncf`` alone would give NaN on overflow."""
+    lines: list[str] = []
+    if dst in _SATURATE_AT:
+        bound = _SATURATE_AT[dst]
+        low, high, raised, clamped = fresh(), fresh(), fresh(), fresh()
+        lines += [
+            f"{low} = arith.constant {-bound!r} : f32",
+            f"{high} = arith.constant {bound!r} : f32",
+            f"{raised} = arith.maximumf {ssa}, {low} : f32",
+            f"{clamped} = arith.minimumf {raised}, {high} : f32",
+        ]
+        ssa = clamped
+    elif dst == "f8E8M0FNU":
+        magnitude = fresh()
+        lines.append(f"{magnitude} = math.absf {ssa} : f32")
+        ssa = magnitude
+    return lines + [f"{out} = arith.truncf {ssa} : f32 to {dst}"]
 
 
 def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], signed: bool = True) -> tuple[list[str], str]:
@@ -39,6 +71,13 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
         mid_lines, mid = scalar_convert_op(src, "i64", ssa, fresh, signed)
         tail_lines, res = scalar_convert_op("i64", dst, mid, fresh, signed)
         return mid_lines + tail_lines, res
+    if (src in LOW_PRECISION_FLOATS or dst in LOW_PRECISION_FLOATS) and "f32" not in (src, dst):
+        # torch converts to and from f8 through f32 (f64 is rounded to f32 first).
+        mid_lines, mid = scalar_convert_op(src, "f32", ssa, fresh, signed)
+        tail_lines, res = scalar_convert_op("f32", dst, mid, fresh, signed)
+        return mid_lines + tail_lines, res
+    if src == "f32" and dst in LOW_PRECISION_FLOATS:
+        return _narrow_from_f32(dst, ssa, out, fresh), out
     if src in _FLOAT_WIDTH and dst in _FLOAT_WIDTH:
         if src in ("f16", "bf16") and dst in ("f16", "bf16"):
             mid = fresh()
@@ -51,12 +90,12 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
     if src in _FLOAT_WIDTH and dst in _INT_WIDTH:
         if dst == "i1":
             zero = fresh()
-            return [f"{zero} = arith.constant 0.0 : {src}", f"{out} = arith.cmpf une, {ssa}, {zero} : {src}"], out
+            return [f"{zero} = arith.constant {literal(0, src)} : {src}", f"{out} = arith.cmpf une, {ssa}, {zero} : {src}"], out
         return [f"{out} = arith.fptosi {ssa} : {src} to {dst}"], out
     if src in _INT_WIDTH and dst in _INT_WIDTH:
         if dst == "i1":
             zero = fresh()
-            return [f"{zero} = arith.constant 0 : {src}", f"{out} = arith.cmpi ne, {ssa}, {zero} : {src}"], out
+            return [f"{zero} = arith.constant {literal(0, src)} : {src}", f"{out} = arith.cmpi ne, {ssa}, {zero} : {src}"], out
         if _INT_WIDTH[dst] > _INT_WIDTH[src]:
             op = "arith.extui" if (src == "i1" or not signed) else "arith.extsi"
         else:
@@ -104,11 +143,7 @@ class Emitter:
     # -- scalars ------------------------------------------------------------------------------
     def const(self, value: float | int | bool, mlir_type: str) -> Scalar:
         """An ``arith.constant``, reused while still in scope."""
-        if mlir_type == "index":
-            text = str(int(value))
-        else:
-            dtype = DTYPES_OF_ELEMENT_TYPES[mlir_type]
-            text = literal(value, dtype)
+        text = literal(value, mlir_type)
         key = (text, mlir_type)
         for scope in reversed(self._constant_scopes):
             if key in scope:
@@ -194,11 +229,13 @@ class Emitter:
         body: Callable[[list[str], Callable[[int], str]], str],
         *,
         hint: str = "ew",
+        dynamic_sizes: Sequence[Scalar] = (),
     ) -> Tensor:
         """A parallel ``linalg.generic`` over ``out_shape`` with numpy broadcasting of inputs.
 
         ``body(block_args, index_of)`` emits the scalar computation (through ``self.op``)
         and returns the SSA name of the result; ``index_of(d)`` gives ``linalg.index d``.
+        Dynamic output dimensions take their size from an input, else from ``dynamic_sizes``.
         """
         rank = len(out_shape)
         dims = [f"d{i}" for i in range(rank)]
@@ -213,7 +250,9 @@ class Emitter:
                 exprs.append("0" if size == 1 and out_size != 1 else dims[lead + i])
             maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(exprs)})>")
         maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>")
-        dynamic = [self._dynamic_size(inputs, rank, axis) for axis, s in enumerate(out_shape) if s is None]
+        dynamic = list(dynamic_sizes) or [
+            self._dynamic_size(inputs, rank, axis) for axis, s in enumerate(out_shape) if s is None
+        ]
         init = self.empty(out_shape, out_dtype, dynamic)
         result = self.fresh(hint)
         out_type = tensor_type(out_shape, out_dtype)
@@ -270,6 +309,11 @@ class Emitter:
         """Elementwise dtype conversion with torch semantics (no-op when equal)."""
         if value.dtype == dtype:
             return value
+        if dtype in PACKED_PAIR_DTYPES:
+            raise HelionMLIRError(
+                f"torch has no conversion from {value.dtype} to {dtype}; pack the values into "
+                "uint8 with integer ops and view the bytes as float4_e2m1fn_x2 on the host"
+            )
         src, dst = element_type(value.dtype), element_type(dtype)
         signed = value.dtype not in (torch.bool, torch.uint8)
 

@@ -20,9 +20,11 @@ import helion
 import sympy
 import torch
 from torch import fx
+from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from ..errors import HelionMLIRError
-from ..mlir_types import scalar_type_of_python, tensor_type
+from ..mlir_types import scalar_type_of_python, storage_shape, tensor_type
+from .host_values import describe_origin, evaluate_origin, is_module_level, is_per_call, origin_arg_name
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 
 __all__ = ["KernelModel", "FunctionArg", "LoopDim", "RootLoop", "resolve_config"]
@@ -61,16 +63,24 @@ def is_helion_target(node: fx.Node, name: str) -> bool:
 class FunctionArg:
     """One argument of the emitted function."""
 
-    name: str  # host variable name; the SSA name is ``%<name>``
+    name: str  # host variable name (for host tensors, Helion's host expression)
     kind: str  # "tensor" or "scalar"
     mlir_type: str
-    fake: Any  # FakeTensor for tensors; SymInt/SymFloat/int/float for scalars
+    fake: Any  # FakeTensor for tensors; SymInt/SymFloat/int/float for scalars; a per-call value's symbol
     written: bool = False
     is_kernel_param: bool = True
+    origin: Any = None  # Helion's origin of a value that is not a kernel parameter
+    ssa_name: str = ""  # the SSA name is ``%<ssa_name>`` (``name`` when it is a valid one)
+    aliases: tuple[str, ...] = ()  # other names the host code passes it under
+
+    @property
+    def ssa(self) -> str:
+        return "%" + (self.ssa_name or self.name)
 
     @property
     def shape(self) -> tuple[int | None, ...]:
-        return tuple(d if isinstance(d, int) else None for d in self.fake.shape)
+        """The MLIR shape (a packed dtype's pair dimension included)."""
+        return _static_shape(self.fake)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -84,7 +94,7 @@ class LoopDim:
     block_id: int
     begin: Any  # int, SymInt or sympy expression
     end: Any
-    block_size: int
+    block_size: Any  # int, or a sympy expression of per-call values (a runtime tile size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,18 +141,43 @@ class KernelModel:
                 self.block_vars.setdefault(info.var._sympy_(), info.block_id)
         with self.helion_env():
             self.graphs, self.rolled_blocks = self._codegen_graphs()
+            self.module_values: dict[sympy.Expr, Any] = {}
             self.block_sizes: dict[int, int] = {}
+            self.runtime_block_sizes: dict[int, sympy.Expr] = {}
             for info in bound.env.block_sizes:
-                size = info.from_config(self.config)
-                if isinstance(size, int):
-                    self.block_sizes[info.block_id] = size
+                self._add_block_size(info.block_id, info.from_config(self.config))
             self.root_loops = self._root_loops()
         with self.helion_env():
             self.persistent_reductions = self._persistent_reductions()
         self.block_numel: dict[int, Any] = {info.block_id: info.size for info in bound.env.block_sizes}
         self.reachable_graph_ids = self._reachable_graphs()
         self.writes = self._writes_per_graph()
+        self.per_call_args: dict[sympy.Symbol, FunctionArg] = {}
         self.args, self.results = self._function_signature()
+
+    def _add_block_size(self, block_id: int, size: Any) -> None:
+        """A config's block size is an int, or a host value: a module-level one is read now
+        (the kernel is specialized on it), a per-call one is a runtime tile size."""
+        if isinstance(size, int):
+            self.block_sizes[block_id] = size
+            return
+        expr = size._sympy_() if isinstance(size, torch.SymInt) else sympy.sympify(size)
+        if isinstance(expr, sympy.Integer):
+            self.block_sizes[block_id] = int(expr)
+        elif isinstance(expr, sympy.Symbol) and is_module_level(self.symbol_origin(expr)):
+            self.block_sizes[block_id] = int(self.module_value(expr))
+        else:
+            self.runtime_block_sizes[block_id] = expr
+
+    def module_value(self, symbol: sympy.Expr) -> Any:
+        """The value of a module-level host value, read once per kernel model."""
+        if symbol not in self.module_values:
+            origin = self.symbol_origin(symbol)
+            value = evaluate_origin(origin, {}, self.bound.kernel.fn)
+            if not isinstance(value, (bool, int, float)):
+                raise HelionMLIRError(f"{describe_origin(origin)} is a {type(value).__name__}, not a number")
+            self.module_values[symbol] = value
+        return self.module_values[symbol]
 
     # -- Helion environment -------------------------------------------------------------
     @contextlib.contextmanager
@@ -239,13 +274,68 @@ class KernelModel:
         for pname, value in params.items():
             if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
                 args.append(FunctionArg(pname, "scalar", _scalar_mlir_type(value), value))
+        tensors = [v for v in params.values() if isinstance(v, torch.Tensor)] + list(used.values())
+        args += self._per_call_scalars({a.name for a in args}, tensors)
         param_names = set(params)
+        tensor_origins = self.host_function.tensor_to_origin
         for hname, fake in used.items():
             if hname not in param_names:
-                args.append(FunctionArg(hname, "tensor", tensor_type(_static_shape(fake), fake.dtype),
-                                        fake, written=hname in written, is_kernel_param=False))
+                origin = tensor_origins.get(fake)
+                # A host tensor from a closure or an attribute is named by its host expression.
+                ssa_name = "" if hname.isidentifier() or origin is None else origin_arg_name(origin)
+                args.append(FunctionArg(hname, "tensor", tensor_type(_static_shape(fake), fake.dtype), fake,
+                                        written=hname in written, is_kernel_param=False, origin=origin,
+                                        ssa_name=ssa_name))
         results = [a.name for a in args if a.kind == "tensor" and a.written]
         return args, results
+
+    def _per_call_scalars(self, taken: set[str], tensors: list[torch.Tensor]) -> list[FunctionArg]:
+        """Scalar arguments for the per-call host values the device code reads (host locals,
+        items, attributes and closure cells of parameters; see :mod:`.host_values`), in order
+        of first use, runtime block sizes included. Module-level values are read here."""
+        params = self.host_function.params.arguments
+        sizes = {s for t in tensors for s in _free_symbols(t)}  # read with ``tensor.dim``
+        found: list[FunctionArg] = []
+        for expr, kind in self._used_host_exprs().items():
+            origin = self.symbol_origin(expr)
+            if is_module_level(origin):
+                self.module_value(expr)  # a compiled kernel checks at each call that it is unchanged
+            if expr in sizes or not is_per_call(origin, params):
+                continue
+            name = origin_arg_name(origin)
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            aliases = tuple(f"_BLOCK_SIZE_{bid}" for bid, size in self.runtime_block_sizes.items() if size == expr)
+            arg = FunctionArg(name, "scalar", scalar_type_of_python(kind()), expr, is_kernel_param=False,
+                              origin=origin, aliases=aliases)
+            self.per_call_args[expr] = arg
+            found.append(arg)
+        return found
+
+    def _used_host_exprs(self) -> dict[sympy.Expr, type]:
+        """Every symbol (and whole boolean expression) with an origin in the values of the
+        reachable graphs and the runtime block sizes of their loops, in order of first use,
+        with the Python type of its value."""
+        found: dict[sympy.Expr, type] = {}
+        loop_blocks = [d.block_id for root in self.root_loops for d in root.dims]
+        for gid in self.reachable_graph_ids:
+            loop_blocks += list(getattr(self.graphs[gid], "block_ids", None) or [])
+        for bid in loop_blocks:
+            for sym in sorted(self.runtime_block_sizes.get(bid, sympy.S.Zero).free_symbols, key=str):
+                found.setdefault(sym, int)
+        for gid in self.reachable_graph_ids:
+            for node in self.graphs[gid].graph.nodes:
+                val = node.meta.get("val")
+                if isinstance(val, torch.SymBool) and self.symbol_origin(val.node.expr) is not None:
+                    found.setdefault(val.node.expr, bool)  # a bool is ``Eq(u0, 1)``: its origin is the whole
+                for sym in _free_symbols(val):
+                    found.setdefault(sym, float if symbol_is_type(sym, (SymT.FLOAT, SymT.UNBACKED_FLOAT)) else int)
+        return {expr: kind for expr, kind in found.items() if self.symbol_origin(expr) is not None}
+
+    def per_call_arg(self, expr: sympy.Expr) -> FunctionArg | None:
+        """The scalar argument that carries a per-call host value, if ``expr`` is one."""
+        return self.per_call_args.get(expr)
 
     def arg(self, name: str) -> FunctionArg:
         for a in self.args:
@@ -261,12 +351,14 @@ class KernelModel:
                 block_ids = list(self.device_ir.grid_block_ids[root_index])
                 begins, ends, step = _tile_loop_range(for_node, len(block_ids))
                 dims = []
+                if step is not None:
+                    raise HelionMLIRError(f"kernel '{self.name}': a top-level loop with a step is not supported")
                 for bid, begin, end in zip(block_ids, begins, ends):
-                    size = self.block_sizes.get(bid)
-                    if step is not None or size is None:
+                    size = self.block_sizes.get(bid, self.runtime_block_sizes.get(bid))
+                    if size is None:
                         raise HelionMLIRError(
-                            f"top-level loop over block {bid} of kernel '{self.name}' has no static "
-                            "block size; give the kernel a helion.Config with block_sizes"
+                            f"top-level loop over block {bid} of kernel '{self.name}' has no block size; "
+                            "give the kernel a helion.Config with block_sizes"
                         )
                     dims.append(LoopDim(bid, begin, end, size))
                 loops.append(RootLoop(self.device_ir.root_ids[root_index], phase_index, tuple(dims),
@@ -298,7 +390,7 @@ class KernelModel:
             return self.block_vars.get(size)
         return None
 
-    def symbol_origin(self, symbol: sympy.Symbol) -> Any:
+    def symbol_origin(self, symbol: sympy.Expr) -> Any:
         entry = self.host_function.expr_to_origin.get(symbol)
         return None if entry is None else entry.origin
 
@@ -324,8 +416,20 @@ def called_graph_ids(node: fx.Node) -> list[int]:
     return [int(node.args[0])]
 
 
+def _free_symbols(val: Any) -> list[sympy.Symbol]:
+    """Free symbols of a node value (symbolic scalars, tensor shapes, lists of them)."""
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return sorted(val.node.expr.free_symbols, key=str)
+    if isinstance(val, torch.Tensor):
+        return [s for d in val.shape for s in _free_symbols(d)]
+    if isinstance(val, (list, tuple)):
+        return [s for item in val for s in _free_symbols(item)]
+    return []
+
+
 def _static_shape(fake: torch.Tensor) -> tuple[int | None, ...]:
-    return tuple(d if isinstance(d, int) else None for d in fake.shape)
+    """``fake``'s MLIR shape: ``None`` for a symbolic size, plus a packed dtype's pair dimension."""
+    return storage_shape([d if isinstance(d, int) else None for d in fake.shape], fake.dtype)
 
 
 def _scalar_mlir_type(value: Any) -> str:

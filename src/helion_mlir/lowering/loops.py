@@ -16,11 +16,14 @@ if TYPE_CHECKING:
 __all__ = ["emit_tile_loops"]
 
 
-def _tile_for(v: "IRVisitor", block_id: int, iv: Scalar, begin: Any, end: Any, size: int, divisible: bool) -> Tile:
+def _tile_for(v: "IRVisitor", block_id: int, iv: Scalar, begin: Any, end: Any, size: "int | Scalar",
+              divisible: bool) -> Tile:
     if divisible:
         return Tile(block_id, iv, size, size, begin, end)
     remaining = v.ops.binary("arith.subi", v.ops.index(end), iv)
     extent = v.ops.min_index(v.ops.index(size), remaining)
+    if isinstance(size, Scalar):  # a runtime block size: values hold exactly the in-bounds lanes
+        return Tile(block_id, iv, None, extent, begin, end, step=size)
     return Tile(block_id, iv, size, extent, begin, end)
 
 
@@ -36,14 +39,17 @@ def emit_tile_loops(
     """A nest of ``scf.for`` over the tiles of ``block_ids``; ``body(carried) -> next``.
 
     Each level activates its :class:`Tile` (static size from the config; extent clipped
-    with ``arith.minsi`` unless the range is known to divide evenly).
+    with ``arith.minsi`` unless the range is known to divide evenly). A runtime block size
+    steps the loop by an ``index`` value and gives tiles of dynamic size.
     """
     if not block_ids:
         return list(body(carried))
     block_id, begin, end, step = block_ids[0], begins[0], ends[0], steps[0]
-    size = 1 if step is not None else v.model.block_sizes[block_id]
+    size = 1 if step is not None else v.block_size(block_id)
     stride = step if step is not None else size
-    divisible = size == 1 or (isinstance(begin, int) and isinstance(end, int) and (end - begin) % size == 0)
+    divisible = size == 1 or (
+        isinstance(size, int) and isinstance(begin, int) and isinstance(end, int) and (end - begin) % size == 0
+    )
     previous = v.tiles.get(block_id)
 
     def level(iv: Scalar, current: list[Value]) -> list[Value]:

@@ -86,15 +86,16 @@ def tile_scalar(v: "IRVisitor", tile: Tile, what: str) -> Scalar | int:
         if isinstance(tile.offset, int) and isinstance(tile.extent, int):
             return tile.offset + tile.extent
         return v.ops.binary("arith.addi", v.ops.index(tile.offset), v.ops.index(tile.extent))
+    step = tile.block_size
     if what == "id":
-        if isinstance(tile.offset, int):
-            return tile.offset // tile.size
-        return v.ops.binary("arith.divui", v.ops.index(tile.offset), v.ops.index(tile.size))
+        if isinstance(tile.offset, int) and isinstance(step, int):
+            return tile.offset // step
+        return v.ops.binary("arith.divui", v.ops.index(tile.offset), v.ops.index(step))
     if what == "count":
         if tile.end is None:
             raise HelionMLIRError("tile.count of a tile whose loop range is unknown")
-        if isinstance(tile.begin, int) and isinstance(tile.end, int):
-            return -(-(tile.end - tile.begin) // tile.size)
+        if isinstance(tile.begin, int) and isinstance(tile.end, int) and isinstance(step, int):
+            return -(-(tile.end - tile.begin) // step)
         span = v.ops.binary("arith.subi", v.ops.index(tile.end), v.ops.index(tile.begin))
-        return v.ops.binary("arith.ceildivsi", span, v.ops.index(tile.size))
+        return v.ops.binary("arith.ceildivsi", span, v.ops.index(step))
     raise HelionMLIRError(f"unknown tile property {what}")

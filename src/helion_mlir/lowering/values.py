@@ -53,6 +53,8 @@ class Tile:
     Lanes at and beyond ``extent`` are padding: loads fill them, stores skip them.
     A whole dimension (a reduction dimension) is a tile with ``size`` equal to its extent,
     or ``None`` when that is only known at run time (the dimension is dynamic, unpadded).
+    A tile of a runtime block size (one the host computes) also has ``size`` ``None``: its
+    values hold exactly its ``extent`` lanes, and ``step`` is the runtime block size.
     """
 
     block_id: int
@@ -61,6 +63,14 @@ class Tile:
     extent: "Scalar | int"
     begin: "Scalar | int" = 0  # the loop's range, for tile.count
     end: "Scalar | int | None" = None
+    step: "Scalar | int | None" = None  # the block size when it is not ``size``
+
+    @property
+    def block_size(self) -> "Scalar | int":
+        """The loop's stride: ``tile.block_size`` (ids and counts divide by it)."""
+        if self.step is not None:
+            return self.step
+        return self.size if self.size is not None else self.extent
 
     @property
     def ragged(self) -> bool:

@@ -27,6 +27,7 @@ from ..mlir_types import element_type
 from .deferred_inline import DeferredInliner
 from .emitter import Emitter
 from .helion_compat import original_args
+from .host_values import is_module_level
 from .kernel_model import WRITING_TARGET_NAMES, KernelModel, target_name
 from .registry import LoweringRule, lookup_lowering
 from .symbolic import emit_sympy, tile_scalar
@@ -88,6 +89,7 @@ class IRVisitor:
         self.state: dict[str, Tensor] = {}
         self.tiles: dict[int, Tile] = {}
         self.symbols: dict[sympy.Symbol, Any] = {}
+        self.runtime_block_sizes: dict[int, Scalar | int] = {}
         self.current_node: fx.Node | None = None
         # Rules for single nodes, set by a rule that owns them (rolled reductions); they
         # take precedence over the rule registered for the node's target.
@@ -268,6 +270,8 @@ class IRVisitor:
             return int(expr)
         if isinstance(expr, sympy.Symbol):
             return self.resolve_symbol(expr)
+        if expr in self.symbols:  # an expression bound as a whole (a bool argument is ``Eq(u0, 1)``)
+            return self.symbols[expr]
         return emit_sympy(self, expr)
 
     def resolve_symbol(self, symbol: sympy.Symbol) -> Any:
@@ -279,7 +283,7 @@ class IRVisitor:
             tile = self.tiles.get(block_id)
             if tile is not None:
                 return tile.size if tile.size is not None else tile.extent
-            return self.model.block_sizes[block_id]
+            return self.block_size(block_id)
         origin = self.model.symbol_origin(symbol)
         value = self._value_of_origin(origin, symbol)
         if type(origin).__name__ not in _GRID_ORIGINS:
@@ -293,16 +297,43 @@ class IRVisitor:
             arg = self.model.arg(host)
             tensor = self.function_arg_values[host]
             return self.ops.dim(tensor, int(origin.key)) if arg.shape[int(origin.key)] is None else arg.shape[int(origin.key)]
-        if kind in ("NameOrigin", "ArgumentOrigin"):
+        per_call = self.model.per_call_arg(symbol)
+        if per_call is not None:
+            return self.function_arg_values[per_call.name]
+        if is_module_level(origin):
+            return self.model.module_value(symbol)
+        if kind in ("NameOrigin", "ArgumentOrigin") and origin.name in self.function_arg_values:
             return self.function_arg_values[origin.name]
         if kind == "BlockSizeOrigin":
-            return self.model.block_sizes[origin.block_id]
+            return self.block_size(origin.block_id)
         if kind in _GRID_ORIGINS:
             tile = self.tiles.get(origin.block_id)
             if tile is None:
                 raise HelionMLIRError(f"symbol {symbol} refers to a tile that is not active here")
             return tile_scalar(self, tile, _GRID_ORIGINS[kind])
+        if origin is None:
+            raise HelionMLIRError(
+                f"cannot resolve symbol {symbol}: Helion recorded no origin for it (Helion 1.5.1 loses "
+                "the origin of an item of a module-level dict, tuple or list read inside an inner device "
+                "loop); read the value into a host variable before the loop"
+            )
         raise HelionMLIRError(f"cannot resolve symbol {symbol} (origin {origin!r})")
+
+    def block_size(self, block_id: int) -> "Scalar | int":
+        """A block's size: the config's int, or a runtime tile size (an ``index`` value,
+        computed once at function entry by :meth:`bind_runtime_block_sizes`)."""
+        if block_id in self.model.block_sizes:
+            return self.model.block_sizes[block_id]
+        if block_id not in self.runtime_block_sizes:
+            raise HelionMLIRError(f"block {block_id} has no block size in this config")
+        return self.runtime_block_sizes[block_id]
+
+    def bind_runtime_block_sizes(self) -> None:
+        """Evaluate every runtime block size from the function's arguments, where the
+        values dominate every loop that steps by them."""
+        for block_id, size in self.model.runtime_block_sizes.items():
+            value = self.eval_symbolic(size)
+            self.runtime_block_sizes[block_id] = value if isinstance(value, int) else self.ops.index(value)
 
     # set by generate.py when the function signature is emitted
     function_arg_values: dict[str, Any]

@@ -14,11 +14,14 @@ from typing import Any
 
 import torch
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, HelionMLIRError
 from ..generate import bind_kernel, generate_mlir
-from ..lowering.kernel_model import KernelModel, resolve_config
+from ..lowering.host_values import evaluate_origin
+from ..lowering.kernel_model import FunctionArg, KernelModel, resolve_config
 from ..lru_cache import LRUCache
+from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
+from .argument_checks import ArgumentChecks, describe_value
 from .engine import CompiledFunction, compile_module
 from .host_code import HostCode
 
@@ -67,13 +70,7 @@ class CompiledKernel:
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
-        self._device_names = [arg.name for arg in self.model.args]
-        # Per parameter: None for a scalar, else (dtype, rank, sizes with None where symbolic).
-        self._expected = [
-            (a.dtype, a.dim(), tuple(d if isinstance(d, int) else None for d in a.shape))
-            if isinstance(a, torch.Tensor) else None
-            for a in self._fake_args
-        ]
+        self._checks = ArgumentChecks(bound, self.model)
         log.info("compiled kernel %s: emit %.0f ms, compile %.0f ms (%s pipeline, %d thread(s))", self.model.name,
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3, pipeline, self.function.threads)
 
@@ -83,84 +80,45 @@ class CompiledKernel:
 
     @property
     def signature(self) -> str:
-        """The arguments it was compiled for, e.g. ``float32[37, 100], float``."""
-        return ", ".join(
-            f"{str(a.dtype).removeprefix('torch.')}[{', '.join(map(str, a.shape))}]"
-            if isinstance(a, torch.Tensor) else type(a).__name__
-            for a in self._fake_args
-        )
+        """The arguments it was compiled for, e.g. ``float32[37, 100], float, 'mean'``."""
+        return ", ".join(describe_value(a) for a in self._fake_args)
 
-    def __call__(self, *args: Any) -> Any:
-        if not self._arguments_match(args):
-            self.check_arguments(args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args = self._checks.normalize(args, kwargs)
+        self._checks.check(args)
         by_param = dict(zip(self._params, args))
 
         def launch(device_args: dict[str, Any]) -> None:
-            call = []
-            for name in self._device_names:
-                if name in device_args:
-                    call.append(device_args[name])
-                elif name in by_param:
-                    call.append(by_param[name])
-                else:
-                    raise ArgumentError(f"the host code of '{self.name}' did not provide '{name}'")
+            call = [self._device_value(arg, device_args, by_param) for arg in self.model.args]
             results = self.function(*call)
             for name, result in zip(self.model.results, results):
-                target = device_args.get(name, by_param.get(name))
-                if result is not target:  # written in place already otherwise
-                    target.copy_(result)
+                target = self._device_value(self.model.arg(name), device_args, by_param)
+                if result is target:  # written in place (fast pipeline)
+                    continue
+                if result.dtype in PACKED_PAIR_DTYPES:  # no copy_ for it (and Helion passes bytes)
+                    target, result = target.view(torch.uint8), result.view(torch.uint8)
+                target.copy_(result)
 
         return self.host.run(tuple(args), launch)
 
-    def _arguments_match(self, args: tuple[Any, ...]) -> bool:
-        """The common case of :meth:`check_arguments`, cheaply: every argument as bound."""
-        if len(args) != len(self._expected):
-            return False
-        for value, expected in zip(args, self._expected):
-            if expected is None:
-                if isinstance(value, torch.Tensor) or not isinstance(value, (int, float, bool)):
-                    return False
-            elif not (
-                isinstance(value, torch.Tensor)
-                and value.dtype == expected[0]
-                and value.is_cpu
-                and value.dim() == expected[1]
-                and all(want is None or want == got for want, got in zip(expected[2], value.shape))
-            ):
-                return False
-        return True
+    def _device_value(self, arg: FunctionArg, device_args: dict[str, Any], by_param: dict[str, Any]) -> Any:
+        """What the host code passes for ``arg`` (under any of its names), else the parameter,
+        else the value its origin has now (a closure cell, an item of an argument)."""
+        for key in (arg.name, arg.ssa_name, *arg.aliases):
+            if key and key in device_args:
+                return device_args[key]
+        if arg.name in by_param:
+            return by_param[arg.name]
+        if arg.origin is not None:
+            try:
+                return evaluate_origin(arg.origin, by_param, self.bound.kernel.fn)
+            except HelionMLIRError:
+                pass
+        raise ArgumentError(f"the host code of '{self.name}' did not provide '{arg.name}'")
 
-    def check_arguments(self, args: tuple[Any, ...]) -> None:
-        """Reject arguments that do not match the signature the kernel was bound with."""
-        if len(args) != len(self._params):
-            raise ArgumentError(f"{self.name} takes {len(self._params)} arguments ({', '.join(self._params)}), got {len(args)}")
-        for name, value, fake in zip(self._params, args, self._fake_args):
-            if isinstance(fake, torch.Tensor):
-                if not isinstance(value, torch.Tensor):
-                    raise ArgumentError(f"argument '{name}' of {self.name} must be a tensor, got {type(value).__name__}")
-                if value.device.type != "cpu":
-                    raise ArgumentError(f"argument '{name}' of {self.name} must be on the CPU, got {value.device}")
-                if value.dtype != fake.dtype:
-                    raise ArgumentError(f"argument '{name}' of {self.name} must have dtype {fake.dtype}, got {value.dtype}")
-                if value.dim() != fake.dim():
-                    raise ArgumentError(f"argument '{name}' of {self.name} must have {fake.dim()} dimensions, got shape {tuple(value.shape)}")
-                for axis, (want, got) in enumerate(zip(fake.shape, value.shape)):
-                    if isinstance(want, int) and want != got:
-                        raise ArgumentError(
-                            f"argument '{name}' of {self.name} must have size {want} in dimension {axis}, got shape "
-                            f"{tuple(value.shape)}; compile the kernel again for other shapes (or use static_shapes=False)"
-                        )
-            elif isinstance(value, torch.Tensor):
-                raise ArgumentError(f"argument '{name}' of {self.name} must be a scalar, got a tensor")
-            elif not isinstance(value, (int, float, bool)):
-                raise ArgumentError(f"argument '{name}' of {self.name} must be a number, got {type(value).__name__}")
-
-
-def _signature_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
-    return tuple(
-        (tuple(str(d) for d in a.shape), a.dtype, a.device.type) if isinstance(a, torch.Tensor) else type(a).__name__
-        for a in args
-    )
+    def check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> None:
+        """Reject arguments the kernel was not compiled for (see :class:`ArgumentChecks`)."""
+        self._checks.check(self._checks.normalize(args, kwargs or {}))
 
 
 def compile_kernel(
@@ -177,16 +135,17 @@ def compile_kernel(
     ``pipeline`` is ``"fast"`` (parallel tiles on ``threads`` workers, default
     ``torch.get_num_threads()``, vectorized tile bodies) or ``"plain"`` (sequential scalar
     loops; see :data:`~helion_mlir.runtime.engine.PIPELINES`). Compiled kernels are cached
-    per kernel, config, argument signature, output type, pipeline and thread count (the
-    most recently used :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
+    per bound kernel (Helion binds one per specialization of the arguments), config,
+    output type, pipeline and thread count (the most recently used
+    :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     cfg = resolve_config(bound, config)
     threads = 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
-    key = (id(bound.kernel), repr(cfg), _signature_key(tuple(bound.fake_args)), kind, pipeline, threads)
+    key = (id(bound), repr(cfg), kind, pipeline, threads)
     cached = _CACHE.get(key)
-    if cached is not None and cached.bound.kernel is bound.kernel:  # an id may be reused
+    if cached is not None and cached.bound is bound:  # an id may be reused
         return cached
     compiled = CompiledKernel(bound, output_type=kind, config=cfg, pipeline=pipeline, threads=threads)
     _CACHE.put(key, compiled)

@@ -23,9 +23,11 @@ from torch_mlir.execution_engine import ExecutionEngine
 from ..errors import ArgumentError
 from ..lru_cache import LRUCache
 from ..mlir_context import mlir_session
+from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from ..verify import parse_module
 from .fast_pipeline import lower_fast
+from .low_precision import accepts_dtype, emulate_low_precision_floats, pack_pairs, unpack_pairs
 from .openmp import openmp_library
 from .params import Param, ScalarParam, TensorParam
 from .pipeline import (
@@ -132,9 +134,12 @@ class CompiledFunction:
     packed wrapper of ``_mlir_ciface_<name>``: the first slot points to the result
     descriptors (when results are returned), then one slot per argument, pointing to a
     memref descriptor for a tensor (a contiguous copy is made of a non-contiguous
-    tensor) or to the value of a scalar. bf16 and f16 tensors travel as raw pointers, so
-    no dtype conversion happens on the way in or out. The descriptors and the pointer
-    array are built once per calling thread and only refilled per call.
+    tensor) or to the value of a scalar. bf16, f16 and float8 tensors travel as raw
+    pointers, so no dtype conversion happens on the way in or out; a uint8 tensor is
+    accepted for an ``i8`` parameter (signless). A float4_e2m1fn_x2 tensor (or its uint8
+    bytes) is unpacked to one 4-bit value per byte on the way in and packed again on the
+    way out (:mod:`.low_precision`). The descriptors and the pointer array are built once
+    per calling thread and only refilled per call.
 
     By default tensor arguments are marked ``bufferization.writable = false``: the
     compiled code never writes into a caller's tensor, and a destination tensor the kernel
@@ -238,8 +243,11 @@ class CompiledFunction:
                 and value.layout == torch.strided
                 and (value.shape == static_dims if static_dims is not None else value.dim() == param.rank)
                 and value.is_contiguous()
-            ):  # not the common case: full checks, and a contiguous copy when needed
-                value = passed[index] = self._check_tensor(index, param, value)
+            ):  # not the common case: full checks, a contiguous copy or unpacked pairs when needed
+                value = self._check_tensor(index, param, value)
+                if param.dtype in PACKED_PAIR_DTYPES:
+                    value = unpack_pairs(value)
+                passed[index] = value
             cell = cells[index]
             cell.allocated = cell.aligned = start = value.data_ptr()  # type: ignore[union-attr]
             spans.append((index, start, start + value.nbytes))
@@ -288,9 +296,9 @@ class CompiledFunction:
             problem = f"expected a CPU tensor, got one on {value.device}"
         elif value.layout != torch.strided:
             problem = f"expected a dense tensor, got layout {value.layout}"
-        elif value.dtype != param.dtype:
+        elif not accepts_dtype(param.dtype, value.dtype):
             problem = f"expected dtype {param.dtype}, got {value.dtype}"
-        elif value.dim() != param.rank:
+        elif value.dim() != param.rank - (param.dtype in PACKED_PAIR_DTYPES):
             problem = f"expected rank {param.rank}, got shape {tuple(value.shape)}"
         else:
             for dim, (expected, actual) in enumerate(zip(param.dims, value.shape)):
@@ -350,10 +358,12 @@ def _copy_out(descriptor: ctypes.Structure, param: TensorParam) -> torch.Tensor:
     if 0 in sizes:
         return torch.empty(sizes, dtype=param.dtype)
     strides = list(descriptor.strides) if param.rank else []
-    itemsize = param.dtype.itemsize
+    itemsize = param.dtype.itemsize  # 1 for a packed dtype too: one 4-bit value per byte
     extent = 1 + sum((size - 1) * stride for size, stride in zip(sizes, strides))
     start = descriptor.aligned + descriptor.offset * itemsize
     raw = (ctypes.c_byte * (extent * itemsize)).from_address(start)
+    if param.dtype in PACKED_PAIR_DTYPES:
+        return pack_pairs(torch.frombuffer(raw, dtype=torch.uint8).as_strided(sizes, strides), param.dtype)
     source = torch.frombuffer(raw, dtype=torch.uint8).view(param.dtype).as_strided(sizes, strides)
     return source.clone(memory_format=torch.contiguous_format)
 
@@ -401,7 +411,11 @@ def _lower(module_text: str, func_name: str, kind: OutputType, pipeline: str, th
     held_by: tuple[int | None, ...] | None = None
     shared_libs: list[str] = []
     if pipeline == "fast":
-        fast = lower_fast(lowering, threads=threads, in_place=in_place)
+        # Packed pairs cross the boundary unpacked: a copy, never the caller's tensor.
+        packed = frozenset(
+            i for i, p in enumerate(params) if isinstance(p, TensorParam) and p.dtype in PACKED_PAIR_DTYPES
+        )
+        fast = lower_fast(lowering, threads=threads, in_place=in_place, not_in_place=packed)
         held_by = fast.held_by
         if fast.uses_openmp:
             shared_libs.append(openmp_library())
@@ -410,6 +424,7 @@ def _lower(module_text: str, func_name: str, kind: OutputType, pipeline: str, th
         mark_fresh_buffers_restrict(lowering.module)
         lowering.run(BUFFERIZE_STEPS)
         lowering.define_bf16_truncation()
+        emulate_low_precision_floats(lowering.module)
         lowering.run(TO_LLVM_STEPS)
     lowering.reject_ops(
         lambda name: name != "builtin.module" and not name.startswith(("llvm.", "omp.")),

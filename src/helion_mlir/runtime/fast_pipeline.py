@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from torch_mlir import ir
 
 from .fast_math import expand_exponentials
+from .low_precision import emulate_low_precision_floats
 from .pipeline import ModuleLowering, Step, mark_fresh_buffers_restrict, steps
 from .tile_parallel import parallelize_tile_loops
 from .vectorize import fold_add_into_matmul, vectorize_tiles
@@ -307,11 +308,13 @@ class FastLowering:
     uses_openmp: bool  # parallel loops run on OpenMP workers (tile nests or the module's own)
 
 
-def lower_fast(lowering: ModuleLowering, *, threads: int, in_place: bool) -> FastLowering:
+def lower_fast(
+    lowering: ModuleLowering, *, threads: int, in_place: bool, not_in_place: frozenset[int] = frozenset()
+) -> FastLowering:
     """Lower ``lowering``'s module (after the first stage and ``prepare_boundary``) to the
-    LLVM dialect."""
+    LLVM dialect; arguments in ``not_in_place`` are never written even with ``in_place``."""
     func = lowering.function()
-    destination = destinations(func) if in_place else {}
+    destination = {r: a for r, a in destinations(func).items() if a not in not_in_place} if in_place else {}
     writable = set(destination.values())
     _mark_writable(func, writable)
     lowering.run(_TENSOR_STEPS)
@@ -334,6 +337,7 @@ def lower_fast(lowering: ModuleLowering, *, threads: int, in_place: bool) -> Fas
     promote_small_buffers_to_stack(lowering.module)
     lowering.run(_DEALLOCATE_STEPS)
     lowering.define_bf16_truncation()
+    emulate_low_precision_floats(lowering.module)
     lowering.run(_TO_LOOPS_STEPS)
     if threads > 1:
         lowering.run(_openmp_steps(threads))

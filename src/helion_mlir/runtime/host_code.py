@@ -20,6 +20,7 @@ import dataclasses
 import inspect
 import logging
 import math
+import sys
 import textwrap
 import types
 from collections.abc import Callable
@@ -31,6 +32,7 @@ import helion.runtime
 import torch
 
 from ..errors import HelionMLIRError
+from ..lowering.host_values import SOURCE_MODULE
 
 __all__ = ["HostCode", "Launch"]
 
@@ -76,17 +78,24 @@ def _language_module() -> Any:
 
 class _HostLanguage(types.SimpleNamespace):
     """``helion.language`` for host code run from the kernel source: ``hl.specialize``
-    is the identity on the host; everything else is Helion's own."""
+    is the identity on the host, ``hl.register_tunable`` gives the config's value (as
+    Helion's generated host code does); everything else is Helion's own."""
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__()
+        self._tunables = dict(getattr(config, "config", None) or {})
 
     @staticmethod
     def specialize(value: Any) -> Any:
         return value
 
+    def register_tunable(self, name: str, fragment: Any) -> Any:
+        if name in self._tunables:
+            return self._tunables[name]
+        return fragment.default()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(_language_module(), name)
-
-
-_HOST_LANGUAGE = _HostLanguage()
 
 
 @dataclasses.dataclass
@@ -104,11 +113,11 @@ class HostCode:
             source = bound.to_triton_code(config)
         except Exception as err:  # Helion's GPU code generator: any failure is its own
             log.info("Helion's code generator failed (%s); running host code from the kernel source", err)
-            return cls.from_kernel_source(bound)
+            return cls.from_kernel_source(bound, config)
         return cls._from_generated(bound, source)
 
     @classmethod
-    def from_kernel_source(cls, bound: Any) -> "HostCode":
+    def from_kernel_source(cls, bound: Any, config: Any = None) -> "HostCode":
         """The kernel function with its top-level device loops replaced by one launch."""
         fn = bound.kernel.fn
         source = textwrap.dedent(inspect.getsource(fn))
@@ -131,7 +140,8 @@ class HostCode:
         func.args.kwonlyargs.append(ast.arg(arg="_launcher"))
         func.args.kw_defaults.append(None)
         ast.fix_missing_locations(tree)
-        namespace = {k: _HOST_LANGUAGE if v is _language_module() else v for k, v in fn.__globals__.items()}
+        language = _HostLanguage(config)
+        namespace = {k: language if v is _language_module() else v for k, v in fn.__globals__.items()}
         exec(compile(tree, inspect.getsourcefile(fn) or "<kernel>", "exec"), namespace)  # noqa: S102
         return cls(namespace[func.name], (), source)
 
@@ -150,8 +160,11 @@ class HostCode:
             raise HelionMLIRError(f"host code launches '{device_name}', which Helion did not generate")
         params = tuple(a.arg for a in device.args.args)
         module = ast.Module(body=[host], type_ignores=[])
-        namespace = dict(getattr(bound.kernel.fn, "__globals__", {}))
+        fn = bound.kernel.fn
+        namespace = dict(getattr(fn, "__globals__", {}))
         namespace.update(torch=torch, math=math, triton=_TRITON_HOST_HELPERS, helion=_HELION_ON_CPU, _default_launcher=None)
+        # Helion's host code reads module-level values through the kernel's module (``_source_module.EPS``).
+        namespace[SOURCE_MODULE] = sys.modules.get(fn.__module__)
         namespace[device_name] = device_name
         exec(compile(module, f"<helion host code of {host.name}>", "exec"), namespace)  # noqa: S102
         return cls(namespace[host.name], params, source)

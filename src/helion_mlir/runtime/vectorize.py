@@ -33,6 +33,8 @@ import torch
 from torch_mlir import ir
 from torch_mlir.dialects.transform import interpreter
 
+from ..mlir_types import LOW_PRECISION_FLOATS
+
 __all__ = ["VectorShape", "fold_add_into_matmul", "host_vector_shape", "vectorize_tiles"]
 
 _CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
@@ -187,6 +189,8 @@ _Plan = tuple[str, tuple[int, ...], tuple[int, ...]]
 def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
     if any(_boolean(v.type) for v in [*op.operands, *op.results]):
         return None  # LLVM stores vectors of i1 as bits, memrefs of i1 hold one byte per element
+    if _uses_low_precision_floats(op):
+        return None  # their conversions become calls of scalar helpers (low_precision.py)
     if _standard_contraction(op):
         lhs, rhs = op.operands[0].type, op.operands[1].type
         if not (lhs.has_static_shape and rhs.has_static_shape) or _half(op.results[0].type.element_type):
@@ -218,6 +222,18 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
 
 def _boolean(type_: ir.Type) -> bool:
     return isinstance(type_, ir.ShapedType) and isinstance(type_.element_type, ir.IntegerType) and type_.element_type.width == 1
+
+
+def _uses_low_precision_floats(op: ir.Operation) -> bool:
+    values = [*op.operands, *op.results]
+    for region in op.regions:
+        for block in region.blocks:
+            values += list(block.arguments)
+            for nested in block.operations:
+                values += list(nested.results)
+    return any(
+        str(v.type.element_type if isinstance(v.type, ir.ShapedType) else v.type) in LOW_PRECISION_FLOATS for v in values
+    )
 
 
 def _half(type_: ir.Type) -> bool:

@@ -2,10 +2,13 @@
 
 from . import (
     aten,
+    aten_rewrites,
     atomics,
     control_flow,
+    dtype_casts,
     matmul,
     memory,
+    quantized,
     reductions,
     rolled_reductions,
     scalars,
@@ -14,4 +17,7 @@ from . import (
     views,
 )
 
-__all__ = ["aten", "atomics", "control_flow", "matmul", "memory", "reductions", "rolled_reductions", "scalars", "special", "tiles", "views"]
+__all__ = [
+    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "matmul", "memory", "quantized",
+    "reductions", "rolled_reductions", "scalars", "special", "tiles", "views",
+]

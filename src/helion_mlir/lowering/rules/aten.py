@@ -20,7 +20,7 @@ from ...importer.cache import Results, ResultSpec
 from ...importer.normalize import node_inputs
 from ...importer.rewrites import scalar_tensor_dtype
 from ...importer.values import TensorSpec
-from ...mlir_types import element_type
+from ...mlir_types import PACKED_PAIR_DTYPES, element_type
 from ...output_type import OutputType
 from ..helion_compat import original_args
 from ..registry import register_family
@@ -29,7 +29,10 @@ from ..values import HostRef, Scalar, Tensor
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
 
-__all__ = ["is_aten_op", "lower_aten_op", "import_and_inline", "twin_node"]
+__all__ = [
+    "is_aten_op", "lower_aten_op", "traced_call", "import_and_inline", "import_aten_call", "twin_node",
+    "input_values", "zero_dim_tensor",
+]
 
 
 def is_aten_op(target: Any) -> bool:
@@ -37,8 +40,9 @@ def is_aten_op(target: Any) -> bool:
     return isinstance(target, torch._ops.OpOverload) and target.namespace in ("aten", "prims")
 
 
-@register_family(is_aten_op)
-def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
+def traced_call(node: fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments ``node`` was traced with; Helion's lowering pass may have rewritten
+    the node's own (see helion_compat)."""
     recorded = original_args(node)
     if recorded is None and "lowering" in node.meta:
         raise NodeNormalizationError(
@@ -47,13 +51,18 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
             "have dropped inputs of this node",
             hint="import helion_mlir before calling kernel.bind (in a new process, or with a new helion.kernel)",
         )
-    args, kwargs = (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
+    return (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
+
+
+@register_family(is_aten_op)
+def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
+    args, kwargs = traced_call(node)
     target, numbers = node.target, {}
     if v.importer.output_type is not OutputType.RAW:  # raw output stays the op as traced
         target = tensor_operand_overload(node.target, args, kwargs)
         args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
     if not numbers and target is node.target and args == node.args and kwargs == dict(node.kwargs):
-        return _checked(v, node, import_and_inline(v, node, _input_values(v, node)))
+        return _checked(v, node, import_and_inline(v, node, input_values(v, node)))
     # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
     # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
     scratch = fx.Graph()  # short-lived: its nodes die young, as garbage a cheap collection frees
@@ -62,7 +71,7 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
     kwargs = {k: stand_ins.get(("kwarg", k), a) for k, a in kwargs.items()}
     try:
         with twin_node(node, target, args, kwargs, scratch) as twin:
-            values = _input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
+            values = input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
             return _checked(v, node, import_and_inline(v, twin, values, report_as=node))
     except UnsupportedNodeError as err:  # report it for the node the user's graph has
         raise err.about(node) from None
@@ -89,13 +98,39 @@ def twin_node(
         graph.erase_node(twin)
 
 
+def import_aten_call(
+    v: "IRVisitor", node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+) -> Any:
+    """Lower ``target(*args, **kwargs)`` through torch-mlir where lowered values (Tensors,
+    Scalars) stand in the argument slots; errors name ``node``.
+
+    This is how a rule computes an ATen op on values it made itself (a cast input, an
+    element count) rather than on the kernel's nodes.
+    """
+    scratch = fx.Graph()  # short-lived, as lower_aten_op's
+    given: dict[fx.Node, Any] = {}
+
+    def stand_in(value: Any) -> Any:
+        if isinstance(value, (Tensor, Scalar)):
+            placeholder = scratch.placeholder(f"in{len(given)}")
+            given[placeholder] = value
+            return placeholder
+        if isinstance(value, (list, tuple)):
+            return type(value)(stand_in(x) for x in value)
+        return value
+
+    args, kwargs = stand_in(tuple(args)), {k: stand_in(x) for k, x in (kwargs or {}).items()}
+    with twin_node(node, target, args, kwargs, scratch) as twin:
+        return import_and_inline(v, twin, [given[n] for n in node_inputs(twin)], report_as=node)
+
+
 def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The sibling overload taking tensors where ``target`` takes scalars (``lt.Scalar`` ->
     ``lt.Tensor``, ``pow.Scalar`` -> ``pow.Tensor_Tensor``); ``target`` itself when there is
     none. torch-mlir's backends legalize the scalar forms only with constant scalars, and
     tosa not even then; the tensor forms work with every output type."""
-    if target in _SHIFT_AS_TENSOR_OP:
-        return _SHIFT_AS_TENSOR_OP[target]
+    if target in _TENSOR_FORMS:
+        return _TENSOR_FORMS[target]
     schema = getattr(target, "_schema", None)
     if schema is None or not any(_is_scalar_type(a.type) for a in schema.arguments):
         return target
@@ -118,8 +153,12 @@ def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str
     return target
 
 
-# torch-mlir has the bitwise_*_shift tensor forms but not the __*shift__ ones.
-_SHIFT_AS_TENSOR_OP = {
+# torch-mlir has the bitwise_*_shift tensor forms but not the __*shift__ ones, and its
+# linalg lowering of clamp_max.Tensor fails on a dynamic dimension (clamp_max(x, t) is
+# minimum(x, t), NaN included; torch-mlir lowers the latter everywhere).
+_TENSOR_FORMS = {
+    torch.ops.aten.clamp_max.default: torch.ops.aten.minimum.default,
+    torch.ops.aten.clamp_max.Tensor: torch.ops.aten.minimum.default,
     torch.ops.aten.__rshift__.Scalar: torch.ops.aten.bitwise_right_shift.Tensor,
     torch.ops.aten.__lshift__.Scalar: torch.ops.aten.bitwise_left_shift.Tensor,
     torch.ops.aten.__rshift__.Tensor: torch.ops.aten.bitwise_right_shift.Tensor,
@@ -154,7 +193,7 @@ def _numbers_as_tensors(target: Any, args: tuple[Any, ...], kwargs: dict[str, An
     return args, kwargs, found
 
 
-def _zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -> Tensor:
+def zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -> Tensor:
     """``number`` as a 0-d tensor that promotes with ``partners`` as the plain number would."""
     value = v.value(number) if isinstance(number, fx.Node) else number
     if isinstance(value, Tensor):
@@ -168,14 +207,14 @@ def _zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -
     return result
 
 
-def _input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | None = None) -> list[Any]:
+def input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | None = None) -> list[Any]:
     """The values of ``node``'s inputs (``numbers``: stand-in nodes for numbers to pass as
     0-d tensors); a reduction over ragged tile dims gets only the in-bounds lanes (exact
     for every reduction, mean and variance included)."""
     inputs = node_inputs(node)
     numbers = numbers or {}
     partners = [x.dtype for x in (_resolved(v, n) for n in inputs if n not in numbers) if isinstance(x, Tensor)]
-    values = [_zero_dim_tensor(v, numbers[n], partners) if n in numbers else v.value(n) for n in inputs]
+    values = [zero_dim_tensor(v, numbers[n], partners) if n in numbers else v.value(n) for n in inputs]
     reduced = reduced_dims(node)
     if reduced is None or not inputs or node.args[0] is not inputs[0]:
         return values
@@ -246,11 +285,12 @@ def import_and_inline(
     :mod:`helion_mlir.lowering.deferred_inline`). Errors name ``report_as`` (default: ``node``).
     """
     resolved = [v.state[x.name] if isinstance(x, HostRef) else x for x in input_values]
+    _reject_packed(node, resolved)
     import_inputs: list[Any] = []
     operands: list[str] = []
     for source, value in zip(node_inputs(node), resolved):
         if isinstance(value, Tensor):
-            import_inputs.append(TensorSpec(value.shape, value.dtype))
+            import_inputs.append(TensorSpec(value.shape, value.dtype, dynamic_size_keys(source, value)))
             operands.append(value.ssa)
         elif isinstance(value, Scalar):
             val = source.meta.get("val")
@@ -283,10 +323,37 @@ def import_and_inline(
     return result
 
 
+def _reject_packed(node: fx.Node, values: list[Any]) -> None:
+    """torch-mlir imports a float4_e2m1fn_x2 tensor of N bytes as N f4 values, not 2N:
+    such a value must not reach it."""
+    meta = node.meta.get("val")
+    dtypes = [x.dtype for x in values if isinstance(x, Tensor)]
+    dtypes += [m.dtype for m in (meta if isinstance(meta, (tuple, list)) else [meta]) if isinstance(m, torch.Tensor)]
+    packed = sorted({str(d) for d in dtypes if d in PACKED_PAIR_DTYPES})
+    if packed:
+        raise HelionMLIRError(
+            f"ATen ops on {', '.join(packed)} values go through torch-mlir, which imports a packed "
+            "tensor with half its values; unpack them with hl.float4_e2m1fn_x2_to_float32 "
+            "(or view the bytes as torch.uint8) first"
+        )
+
+
+def dynamic_size_keys(source: fx.Node, value: Tensor) -> tuple[Any, ...]:
+    """For each dynamic dim of ``value``, the size expression Helion traced for it: dynamic
+    dims of one node's inputs with the same expression have the same size at run time."""
+    meta = source.meta.get("val")
+    if not isinstance(meta, torch.Tensor) or meta.dim() != value.rank:
+        return ()
+    return tuple(size.node.expr if d is None and isinstance(size, torch.SymInt) else None
+                 for d, size in zip(value.shape, meta.shape))
+
+
 _TORCH_ELEMENT = {
     torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
     torch.int64: "si64", torch.int32: "si32", torch.int16: "si16", torch.int8: "si8",
     torch.uint8: "ui8", torch.bool: "i1",
+    torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2", torch.float8_e4m3fnuz: "f8E4M3FNUZ",
+    torch.float8_e5m2fnuz: "f8E5M2FNUZ", torch.float8_e8m0fnu: "f8E8M0FNU",
 }
 _TORCH_SCALAR = {"i64": ("!torch.int", "i64"), "f64": ("!torch.float", "f64"), "i1": ("!torch.bool", "i1")}
 

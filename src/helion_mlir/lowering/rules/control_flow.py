@@ -11,7 +11,7 @@ the current value of each host tensor its body writes (see
   Loop bodies of a special kind (rolled reductions) have their own rule, registered
   with :func:`register_loop_body`.
 * ``_if(test, then_graph, else_graph, then_args, else_args)`` becomes ``scf.if`` with
-  one result per ``_phi`` that merges its outputs.
+  one result per variable the branches merge (``IfGraphInfo.branches_outputs``).
 * ``_while_loop(cond_graph, body_graph, args, _)`` becomes ``scf.while``.
 """
 
@@ -209,76 +209,128 @@ def _condition(v: "IRVisitor", arg: Any) -> Scalar | bool:
 
 @register_lowering(_tracing_ops._if)
 def lower_if(v: "IRVisitor", node: fx.Node) -> list[Any]:
+    """``scf.if`` with one result per variable the branches merge, plus the written tensors.
+
+    Helion records the merged variables in ``IfGraphInfo.branches_outputs``: entry ``k`` says
+    where each branch leaves the variable's value, an output index of the branch graph or,
+    for a branch that does not assign it, the variable's name (its value before the ``if``,
+    passed to one of the branches as an argument). The ``_if`` node's results are the
+    ``N`` values of the then side followed by the ``N`` of the else side, and each ``_phi``
+    after it merges results ``k`` and ``N + k``. A variable that both branches only copy
+    from values defined before the ``if`` (``hi = mid`` / ``lo = mid``) is a select of the
+    two after it, not an ``scf.if`` result.
+    """
     test, then_gid, else_gid, then_args, else_args = node.args
-    then_out = next(n for n in v.model.graph(int(then_gid)).graph.nodes if n.op == "output").args[0] or []
-    n_then = len(then_out)
-    items = getitems(node)
-    # One result per merge: (source in then branch, source in else branch, phi node)
-    merges: list[tuple[Any, Any, fx.Node | None]] = []
-    claimed: set[int] = set()
-    for idx, item in sorted(items.items()):
-        for phi in _users(item, _tracing_ops._phi):
-            lhs, rhs = phi.args
-            then_src = else_src = None
-            for operand in (lhs, rhs):
-                if isinstance(operand, fx.Node) and operand.target is operator.getitem and operand.args[0] is node:
-                    pos = int(operand.args[1])
-                    claimed.add(pos)
-                    if pos < n_then:
-                        then_src = ("then", pos)
-                    else:
-                        else_src = ("else", pos - n_then)
-                else:
-                    then_src = then_src or ("outer", operand)
-                    else_src = else_src or ("outer", operand)
-            if phi not in [m[2] for m in merges]:
-                merges.append((then_src or ("outer", lhs), else_src or ("outer", lhs), phi))
-    for idx in sorted(items):
-        if idx not in claimed:  # a value produced by one branch only
-            src = ("then", idx) if idx < n_then else ("else", idx - n_then)
-            merges.append((src if src[0] == "then" else ("zero", idx), src if src[0] == "else" else ("zero", idx), items[idx]))
+    info = v.model.graph(int(then_gid))
+    entries = list(info.branches_outputs or [])
+    outer_nodes = dict(zip(info.if_arg_names or [], then_args))
+    outer_nodes.update(zip(info.else_arg_names or [], else_args))
+    for entry in entries:
+        for src in entry:
+            if not isinstance(src, int) and src not in outer_nodes:
+                raise HelionMLIRError(f"a branch leaves {src!r} unchanged, but its value before the if is unknown")
     written = [name for gid in (int(then_gid), int(else_gid)) for name in v.model.writes.get(gid, [])]
     written = list(dict.fromkeys(written))
+    metas = node.meta.get("val") or []
+    sides = ((then_gid, then_args), (else_gid, else_args))
+
+    def side_values(side: int, outs: list[Any], keys: list[int]) -> list[Any]:
+        return [outs[src] if isinstance(src, int) else placeholder_for_outer(v, outer_nodes[src])
+                for src in (entries[k][side] for k in keys)]
 
     cond = _condition(v, test)
     if isinstance(cond, bool):  # statically known: emit the taken branch only
-        gid, args, side = (then_gid, then_args, "then") if cond else (else_gid, else_args, "else")
+        side = 0 if cond else 1
+        gid, args = sides[side]
         outs = v.run_graph(int(gid), [placeholder_for_outer(v, a) for a in args])
-        for src_then, src_else, target in merges:
-            src = src_then if side == "then" else src_else
-            v.values[target] = _source_value(v, src, outs, None)
-        return [v.values.get(items[i]) for i in sorted(items)]
+        return _if_results(v, node, entries, outer_nodes, side_values(side, outs, list(range(len(entries)))))
 
+    copied = {k: pair for k in range(len(entries))
+              if None not in (pair := tuple(_copied_outer(v, entries[k][s], *sides[s], outer_nodes) for s in (0, 1)))}
+    kept = [k for k in range(len(entries)) if k not in copied]
+    merged: list[Any] = [None] * len(entries)
     templates: list[Value] = [v.state[name] for name in written]
-    templates += [template_of_meta(v, target.meta.get("val")) for _s, _e, target in merges]
-    types = [t.type for t in templates]
-    result = v.ops.fresh("if")
-    finals = [_rebind(t, result, i, len(templates)) for i, t in enumerate(templates)]
-    lhs = f"{result}:{len(templates)} = " if len(templates) > 1 else (f"{result} = " if templates else "")
-    header = f"{lhs}scf.if {cond.ssa}" + (f" -> ({', '.join(types)})" if templates else "") + " {"
-    before = dict(v.state)
+    templates += [template_of_meta(v, metas[k] if k < len(metas) else None) for k in kept]
+    if templates:
+        types = [t.type for t in templates]
+        result = v.ops.fresh("if")
+        lhs = f"{result}:{len(templates)} = " if len(templates) > 1 else f"{result} = "
+        header = f"{lhs}scf.if {cond.ssa} -> ({', '.join(types)}) {{"
+        before = dict(v.state)
 
-    def branch(gid: Any, args: Any, side: str) -> None:
-        v.state.update(before)
-        outs = v.run_graph(int(gid), [placeholder_for_outer(v, a) for a in args])
-        vals: list[Value] = [v.state[name] for name in written]
-        for k, (src_then, src_else, _target) in enumerate(merges):
-            like = templates[len(written) + k]
-            vals.append(_match_type(v, _source_value(v, src_then if side == "then" else src_else, outs, like), like))
-        vals = [_match_type(v, x, t) for x, t in zip(vals, templates)]
-        if vals:
+        def branch(side: int) -> None:
+            v.state.update(before)
+            gid, args = sides[side]
+            outs = v.run_graph(int(gid), [placeholder_for_outer(v, a) for a in args])
+            vals = [v.state[name] for name in written] + side_values(side, outs, kept)
+            vals = [_match_type(v, x, t) for x, t in zip(vals, templates)]
             v.ops.op(f"scf.yield {', '.join(x.ssa for x in vals)} : {', '.join(types)}")
 
-    with v.ops.region(header, "} else {", locate_footer=False):
-        branch(then_gid, then_args, "then")
-    with v.ops.region("", "}"):
-        branch(else_gid, else_args, "else")
-    v.state.update(before)
-    for name, value in zip(written, finals):
-        v.state[name] = value  # type: ignore[assignment]
-    for (_s, _e, target), value in zip(merges, finals[len(written):]):
-        v.values[target] = value
-    return [v.values.get(items[i]) for i in sorted(items)]
+        with v.ops.region(header, "} else {", locate_footer=False):
+            branch(0)
+        with v.ops.region("", "}"):
+            branch(1)
+        v.state.update(before)
+        finals = [_rebind(t, result, i, len(templates)) for i, t in enumerate(templates)]
+        for name, value in zip(written, finals):
+            v.state[name] = value  # type: ignore[assignment]
+        for k, value in zip(kept, finals[len(written):]):
+            merged[k] = value
+    for k, (then_value, else_value) in copied.items():
+        like = template_of_meta(v, metas[k] if k < len(metas) else None)
+        merged[k] = _select(v, cond, _match_type(v, then_value, like), _match_type(v, else_value, like))
+    return _if_results(v, node, entries, outer_nodes, merged)
+
+
+def _copied_outer(v: "IRVisitor", src: int | str, gid: Any, args: list[Any], outer_nodes: dict[str, Any]) -> Any:
+    """The value from before the ``if`` that a branch leaves in a variable without computing
+    anything (it keeps the variable, or assigns another one to it); None if it computes it."""
+    if not isinstance(src, int):
+        return placeholder_for_outer(v, outer_nodes[src])
+    graph = v.model.graph(int(gid)).graph
+    out = next(n for n in graph.nodes if n.op == "output").args[0][src]
+    while isinstance(out, fx.Node) and out.target is _tracing_ops._new_var:
+        out = out.args[0]
+    if not isinstance(out, fx.Node) or out.op != "placeholder":
+        return None
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    return placeholder_for_outer(v, args[placeholders.index(out)])
+
+
+def _select(v: "IRVisitor", cond: Scalar, a: Value, b: Value) -> Value:
+    """``cond ? a : b``; a linalg.generic for tensors (torch-mlir's backend contract has no
+    tensor-typed arith.select)."""
+    if isinstance(a, Scalar):
+        out = v.ops.fresh("sel")
+        v.ops.op(f"{out} = arith.select {cond.ssa}, {a.ssa}, {b.ssa} : {a.type}")
+        return Scalar(out, a.type)
+    assert isinstance(a, Tensor) and isinstance(b, Tensor)
+
+    def body(args: list[str], _index_of: Callable[[int], str]) -> str:
+        out = v.ops.fresh("sel")
+        v.ops.op(f"{out} = arith.select {cond.ssa}, {args[0]}, {args[1]} : {element_type(a.dtype)}")
+        return out
+
+    return v.ops.elementwise([a, b], a.shape, a.dtype, body, hint="select")
+
+
+def _if_results(v: "IRVisitor", node: fx.Node, entries: list[tuple[Any, ...]], outer_nodes: dict[str, Any],
+                merged: list[Any]) -> list[Any]:
+    """The ``_if`` node's ``2 * N`` results, and the value of each ``_phi`` that merges them.
+
+    A result of a branch that leaves the variable unchanged is the value before the ``if``
+    (Helion re-binds later uses of that value to it); any other result is the merged value.
+    """
+    n = len(entries)
+    results: list[Any] = []
+    for side in (0, 1):
+        for k, entry in enumerate(entries):
+            src = entry[side]
+            results.append(merged[k] if isinstance(src, int) else placeholder_for_outer(v, outer_nodes[src]))
+    for pos, item in getitems(node).items():
+        for phi in _users(item, _tracing_ops._phi):
+            v.values[phi] = merged[pos % n]
+    return results
 
 
 def template_of_meta(v: "IRVisitor", meta: Any) -> Value:
@@ -295,23 +347,6 @@ def template_of_meta(v: "IRVisitor", meta: Any) -> Value:
 def _rebind(template: Value, result: str, i: int, n: int) -> Value:
     ssa = result if n == 1 else f"{result}#{i}"
     return Tensor(ssa, template.shape, template.dtype) if isinstance(template, Tensor) else Scalar(ssa, template.type)
-
-
-def _source_value(v: "IRVisitor", src: tuple[str, Any], outs: list[Any], like: Value | None) -> Any:
-    kind, what = src
-    if kind in ("then", "else"):
-        return outs[what]
-    if kind == "outer":
-        return placeholder_for_outer(v, what)
-    if like is None:
-        raise HelionMLIRError("a value produced by one branch only is used after a branch that is never taken")
-    return _zero_of(v, like)  # the other branch produces it; any value of its type will do
-
-
-def _zero_of(v: "IRVisitor", like: Value) -> Value:
-    if isinstance(like, Tensor):
-        return v.ops.fill(like.shape, like.dtype, 0)
-    return v.ops.const(0, like.type)
 
 
 @register_lowering(_tracing_ops._while_loop)

@@ -21,10 +21,10 @@ from helion.language import memory_ops
 from torch import fx
 
 from ...errors import HelionMLIRError
-from ...mlir_types import element_type
+from ...mlir_types import PACKED_PAIR_DTYPES, element_type
 from ..registry import register_lowering
 from ..values import HostRef, Scalar, Tensor
-from .views import subscript_value
+from .views import expand_dims, subscript_value
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
@@ -142,6 +142,8 @@ def _slice_access(v: "IRVisitor", host: Tensor, axis: int, sl: slice, size_symbo
         return DimAccess("slice", tile.offset, tile.extent, tile.size)
     dim_size = v.ops.dim(host, axis)
     if sl == slice(None):
+        if not isinstance(dim_size, int) and isinstance(size_symbol, int):
+            dim_size = size_symbol  # Helion specialized this dynamic host dim (hl.specialize)
         return DimAccess("slice", 0, dim_size, dim_size if isinstance(dim_size, int) else None)
     if not isinstance(dim_size, int):
         raise HelionMLIRError("static slices of dynamic dimensions are not supported")
@@ -164,6 +166,18 @@ def _value_shape(accesses: Sequence[DimAccess]) -> list[int | None]:
             assert a.index is not None
             shape.extend(a.index.shape)
     return shape
+
+
+def _value_dynamic_sizes(v: "IRVisitor", accesses: Sequence[DimAccess]) -> list[Scalar]:
+    """The sizes of the dynamic dims of :func:`_value_shape`, in order (for ``tensor.empty``)."""
+    sizes: list[Scalar] = []
+    for a in accesses:
+        if a.kind == "slice" and a.size is None:
+            sizes.append(v.ops.index(a.extent))
+        elif a.kind == "tensor":
+            assert a.index is not None
+            sizes += [v.ops.index(v.ops.dim(a.index, axis)) for axis, d in enumerate(a.index.shape) if d is None]
+    return sizes
 
 
 def _static(x: Scalar | int) -> str:
@@ -327,13 +341,11 @@ def _index_tensor_maps(accesses: Sequence[DimAccess], rank: int) -> tuple[list[T
 def gather(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess], fill: Any = 0) -> Tensor:
     """A load with tensor indices: one ``tensor.extract`` per lane inside a ``linalg.generic``."""
     out_shape = _value_shape(accesses)
-    if any(s is None for s in out_shape):
-        raise HelionMLIRError("a gather needs a static value shape")
     rank = len(out_shape)
     tensors, maps, which = _index_tensor_maps(accesses, rank)
     dims = [f"d{i}" for i in range(rank)]
     maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>")
-    init = v.ops.empty(out_shape, host.dtype)
+    init = v.ops.empty(out_shape, host.dtype, _value_dynamic_sizes(v, accesses))
     result = Tensor(v.ops.fresh("gather"), tuple(out_shape), host.dtype)
     ins = f" ins({', '.join(t.ssa for t in tensors)} : {', '.join(t.type for t in tensors)})" if tensors else ""
     iterators = ", ".join(['"parallel"'] * rank)
@@ -372,14 +384,21 @@ def load_value(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess]) -> T
     return _add_new_axes(v, pad_to_tile(v, valid, accesses), accesses)
 
 
+def _mask_for(v: "IRVisitor", mask: Tensor, value: Tensor) -> Tensor:
+    """``mask`` as it lines up with ``value``: one entry per pair of a packed value."""
+    if value.dtype not in PACKED_PAIR_DTYPES:
+        return mask
+    return v.ops.broadcast_to(expand_dims(v, mask, [mask.rank]), value.shape)
+
+
 def _apply_extra_mask(v: "IRVisitor", value: Tensor, mask_arg: Any, fill: Any = 0) -> Tensor:
     if mask_arg is None:
         return value
-    mask = v.tensor(mask_arg)
+    mask = _mask_for(v, v.tensor(mask_arg), value)
     fill_c = v.ops.const(fill, element_type(value.dtype))
 
     def body(args: list[str], _i: Callable[[int], str]) -> str:
-        cond = _truthy(v, args[1], mask.dtype)
+        cond = truthy(v, args[1], mask.dtype)
         out = v.ops.fresh("m")
         v.ops.op(f"{out} = arith.select {cond}, {args[0]}, {fill_c.ssa} : {element_type(value.dtype)}")
         return out
@@ -387,7 +406,7 @@ def _apply_extra_mask(v: "IRVisitor", value: Tensor, mask_arg: Any, fill: Any = 
     return v.ops.elementwise([value, mask], value.shape, value.dtype, body, hint="masked")
 
 
-def _truthy(v: "IRVisitor", ssa: str, dtype: torch.dtype) -> str:
+def truthy(v: "IRVisitor", ssa: str, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return ssa
     lines_zero = v.ops.const(0, element_type(dtype))
@@ -454,7 +473,7 @@ def insert_valid(v: "IRVisitor", dest: Tensor, valid: Tensor, accesses: Sequence
 
 def _select_tensors(v: "IRVisitor", mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
     def body(args: list[str], _i: Callable[[int], str]) -> str:
-        cond = _truthy(v, args[0], mask.dtype)
+        cond = truthy(v, args[0], mask.dtype)
         out = v.ops.fresh("sel")
         v.ops.op(f"{out} = arith.select {cond}, {args[1]}, {args[2]} : {element_type(a.dtype)}")
         return out
@@ -474,12 +493,12 @@ def lower_store(v: "IRVisitor", node: fx.Node) -> None:
     extra_mask = node.args[3] if len(node.args) > 3 else None
     value = value_to_store(v, value_node, dest, accesses)
     if any(a.kind == "tensor" for a in accesses):
-        mask = v.tensor(extra_mask) if extra_mask is not None else None
+        mask = v.ops.broadcast_to(_mask_for(v, v.tensor(extra_mask), value), value.shape) if extra_mask is not None else None
         v.state[name] = scatter(v, dest, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0]
         return None
     valid = valid_region(v, value, accesses)
     if extra_mask is not None:
-        mask = valid_region(v, v.ops.broadcast_to(v.tensor(extra_mask), value.shape), accesses)
+        mask = valid_region(v, v.ops.broadcast_to(_mask_for(v, v.tensor(extra_mask), value), value.shape), accesses)
         old = extract_valid(v, dest, accesses)
         valid = _select_tensors(v, mask, valid, old)
     v.state[name] = insert_valid(v, dest, valid, accesses)
@@ -497,7 +516,8 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
     values (without it, no tile is built or carried through the lane loops)."""
     shape = _value_shape(accesses)
     elt = element_type(dest.dtype)
-    carried_in: list[Any] = [dest] + ([v.ops.fill(shape, dest.dtype, 0)] if keep_old else [])
+    olds = [v.ops.fill(shape, dest.dtype, 0, _value_dynamic_sizes(v, accesses))] if keep_old else []
+    carried_in: list[Any] = [dest] + olds
     extents: list[Scalar | int] = []
     for a in accesses:
         if a.kind == "slice":
@@ -545,7 +565,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
         if mask is not None:
             m = v.ops.fresh("mk")
             v.ops.op(f"{m} = tensor.extract {mask.ssa}[{lanes}] : {mask.type}")
-            cond = _truthy(v, m, mask.dtype)
+            cond = truthy(v, m, mask.dtype)
             keep = v.ops.fresh("keep")
             v.ops.op(f"{keep} = arith.select {cond}, {combined}, {old} : {elt}")
             combined = keep

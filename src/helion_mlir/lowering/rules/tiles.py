@@ -44,7 +44,8 @@ def lower_tile_index(v: "IRVisitor", node: fx.Node) -> Tensor:
         v.ops.op(f"{pos} = arith.addi {offset.ssa}, {index_of(0)} : index")
         return v.ops.convert(Scalar(pos, "index"), element_type(dtype)).ssa
 
-    return v.ops.elementwise([], (tile.size,), dtype, body, hint="tile_index")
+    dynamic = [] if tile.size is not None else [v.ops.index(tile.extent)]
+    return v.ops.elementwise([], (tile.size,), dtype, body, hint="tile_index", dynamic_sizes=dynamic)
 
 
 @register_lowering(tile_ops.tile_begin)
@@ -68,8 +69,8 @@ def lower_tile_count(v: "IRVisitor", node: fx.Node) -> Scalar | int:
 
 
 @register_lowering(tile_ops.tile_block_size)
-def lower_tile_block_size(v: "IRVisitor", node: fx.Node) -> int:
-    return active_tile(v, node.args[0]).size
+def lower_tile_block_size(v: "IRVisitor", node: fx.Node) -> Scalar | int:
+    return active_tile(v, node.args[0]).block_size
 
 
 def ragged_dims(v: "IRVisitor", node: fx.Node, rank: int) -> list[tuple[int, Tile]]:

@@ -1,13 +1,15 @@
-"""Views of device values: ``subscript`` (new axes, slices), ``split`` and ``join``."""
+"""Views of device values: ``subscript`` (new axes, slices), ``split``, ``join`` and ``alias``."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
 from helion.language import view_ops
 from torch import fx
 
 from ...errors import HelionMLIRError
+from ..helion_compat import original_args
 from ..registry import register_lowering
 from ..values import Tensor
 
@@ -98,3 +100,10 @@ def lower_join(v: "IRVisitor", node: fx.Node) -> Tensor:
         v.ops.op(f"{nxt.ssa} = tensor.insert_slice {part.ssa} into {out.ssa}[{offsets}] [{sizes}] [{strides}] : {part.type} into {out.type}")
         out = nxt
     return out
+
+
+@register_lowering(torch.ops.aten.alias.default)
+def lower_alias(v: "IRVisitor", node: fx.Node) -> Tensor:
+    """``aten.alias`` (Helion puts one after ``.view(dtype)``): under value semantics, its input."""
+    recorded = original_args(node)
+    return v.tensor((recorded[1] if recorded is not None else node.args)[0])

@@ -1,0 +1,103 @@
+"""ATen and prims ops whose traced form torch-mlir's backends lower wrongly or not at all.
+
+Each is rewritten here, before anything reaches torch-mlir, into forms every output type
+takes; what torch-mlir does lower keeps going through it (``lower_aten_op``).
+
+- ``prims.iota`` (``hl.arange``): torch-mlir's tosa backend cannot build a tensor of a
+  symbolic length. It is a ``linalg.generic`` over ``linalg.index``, as ``tile.index`` is,
+  for every output type.
+- ``aten.scalar_tensor`` of a runtime scalar: tosa legalizes only constant scalars
+  (``torch.prim.NumToTensor``). The scalar is converted and put in a 0-d tensor.
+- ``aten.mean.dim``: with ``dtype=``, torch-mlir's linalg and stablehlo backends fail, and
+  its tosa backend divides by a garbage count when a reduced dimension is dynamic; over
+  a dynamic dimension (``static_shapes=False``, or a ragged tile clipped before the
+  reduction) its tosa backend fails. The input is cast to ``dtype`` first (what the
+  argument means), and a mean over a dynamic dimension is the sum divided by the element
+  count read at run time: torch's own CPU computation, which sums and divides
+  half-precision inputs in float32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import fx
+
+from ...errors import HelionMLIRError
+from ...mlir_types import element_type
+from ...output_type import OutputType
+from ..registry import register_lowering
+from ..values import Scalar, Tensor
+from .aten import import_aten_call, input_values, lower_aten_op, traced_call, twin_node, zero_dim_tensor
+
+if TYPE_CHECKING:
+    from ..visitor import IRVisitor
+
+aten, prims = torch.ops.aten, torch.ops.prims
+_HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+@register_lowering(prims.iota.default)
+def lower_iota(v: "IRVisitor", node: fx.Node) -> Tensor:
+    args, kwargs = traced_call(node)
+    length, start, step = (v.value(x) for x in (args[0], kwargs["start"], kwargs["step"]))
+    for what, x in (("length", length), ("start", start), ("step", step)):
+        if not isinstance(x, (int, Scalar)) or isinstance(x, bool):
+            raise HelionMLIRError(f"iota {what} {x!r} is not an integer")
+    dtype = kwargs["dtype"]
+    first, stride = v.ops.index(start), v.ops.index(step)
+
+    def body(_args: list[str], index_of: Callable[[int], str]) -> str:
+        offset = v.ops.binary("arith.muli", Scalar(index_of(0), "index"), stride)
+        return v.ops.convert(v.ops.binary("arith.addi", first, offset), element_type(dtype)).ssa
+
+    if isinstance(length, int):
+        return v.ops.elementwise([], (length,), dtype, body, hint="iota")
+    return v.ops.elementwise([], (None,), dtype, body, hint="iota", dynamic_sizes=[v.ops.index(length)])
+
+
+@register_lowering(aten.scalar_tensor.default)
+def lower_scalar_tensor(v: "IRVisitor", node: fx.Node) -> Any:
+    args, _kwargs = traced_call(node)
+    value = v.value(args[0])
+    if not isinstance(value, Scalar) or v.importer.output_type is OutputType.RAW:
+        return lower_aten_op(v, node)
+    dtype = node.meta["val"].dtype
+    return zero_dim_tensor(v, v.ops.convert(value, element_type(dtype)), [dtype])
+
+
+@register_lowering(aten.mean.dim)
+def lower_mean_dim(v: "IRVisitor", node: fx.Node) -> Any:
+    args, kwargs = traced_call(node)
+    bound = dict(zip(("self", "dim", "keepdim", "dtype"), args)) | kwargs
+    dtype, dims, keepdim = bound.get("dtype"), bound.get("dim"), bool(bound.get("keepdim", False))
+    raw = v.importer.output_type is OutputType.RAW
+    if dtype is None and raw:
+        return lower_aten_op(v, node)
+    dims = [dims] if isinstance(dims, int) else dims
+    with twin_node(node, aten.mean.dim, (bound["self"], dims, keepdim), {}) as plain:
+        x = input_values(v, plain)[0]  # only the in-bounds lanes of a ragged tile
+    if not isinstance(x, Tensor):
+        raise HelionMLIRError(f"mean of {x!r}, which is not a tensor")
+    if dtype is not None:
+        x = v.ops.cast(x, dtype)
+    reduced = sorted({d % max(x.rank, 1) for d in dims}) if dims else list(range(x.rank))
+    if raw or all(x.shape[d] is not None for d in reduced):
+        return import_aten_call(v, node, aten.mean.dim, (x, dims, keepdim))
+    accumulate = torch.float32 if x.dtype in _HALF_TYPES else x.dtype
+    total = import_aten_call(v, node, aten.sum.dim_IntList, (x, dims, keepdim), {"dtype": accumulate})
+    count = zero_dim_tensor(v, _element_count(v, x, reduced, element_type(accumulate)), [accumulate])
+    return v.ops.cast(import_aten_call(v, node, aten.div.Tensor, (total, count)), x.dtype)
+
+
+def _element_count(v: "IRVisitor", x: Tensor, dims: list[int], elt: str) -> Scalar:
+    """The number of elements of ``x`` along ``dims`` (read at run time), as an ``elt`` scalar."""
+    count: Scalar | int = math.prod(x.shape[d] for d in dims if x.shape[d] is not None)
+    for d in dims:
+        if x.shape[d] is None:
+            size = v.ops.index(v.ops.dim(x, d))
+            count = size if count == 1 else v.ops.binary("arith.muli", v.ops.index(count), size)
+    return v.ops.convert(count, elt)

@@ -1,0 +1,137 @@
+"""Dtype conversions and reinterpretations the package lowers itself.
+
+``.to(dtype)`` involving an 8-bit float goes through :meth:`Emitter.cast` rather than
+torch-mlir: every torch-mlir backend turns it into a bare ``arith.truncf``, which loses
+torch's rules (e4m3fn saturates to +-448, e8m0 takes the magnitude, f64 is rounded to f32
+first); the cast spells them out (see docs/lowering.md, "Low-precision dtypes").
+
+``tensor.view(dtype)`` between dtypes of one width is a bitcast of every element, which
+torch-mlir lowers to neither linalg nor tosa; a float4_e2m1fn_x2 tile viewed as bytes (or
+back) packs its pair dimension into one byte, low nibble first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import fx
+
+from ...mlir_types import LOW_PRECISION_FLOATS, PACKED_PAIR_DTYPES, element_type
+from ..helion_compat import original_args
+from ..registry import register_lowering
+from ..values import Tensor
+from .aten import lower_aten_op
+from .views import expand_dims
+
+if TYPE_CHECKING:
+    from ..visitor import IRVisitor
+
+_BYTE_DTYPES = (torch.uint8, torch.int8)
+_NIBBLE = 4  # bits per value of a packed pair
+
+
+def _traced_args(node: fx.Node) -> tuple[Any, ...]:
+    """The node's arguments as traced (Helion's lowering pass may have replaced some)."""
+    recorded = original_args(node)
+    return tuple(recorded[1]) if recorded is not None else tuple(node.args)
+
+
+def _is_low_precision(dtype: torch.dtype) -> bool:
+    return dtype not in PACKED_PAIR_DTYPES and element_type(dtype) in LOW_PRECISION_FLOATS
+
+
+@register_lowering(torch.ops.prims.convert_element_type.default, torch.ops.aten._to_copy.default)
+def lower_convert(v: "IRVisitor", node: fx.Node) -> Any:
+    """``x.to(dtype)``: torch's conversion rules for 8-bit floats, torch-mlir for the rest."""
+    source = _traced_args(node)[0]
+    value = v.tensor(source) if isinstance(source, fx.Node) else None
+    result = node.meta["val"]
+    if value is None or not any(_is_low_precision(d) for d in (value.dtype, result.dtype)):
+        return lower_aten_op(v, node)
+    return v.ops.cast(value, result.dtype)
+
+
+@register_lowering(torch.ops.aten.view.dtype)
+def lower_view_dtype(v: "IRVisitor", node: fx.Node) -> Any:
+    """``x.view(dtype)``: the same bits read as another dtype of the same width."""
+    source = v.tensor(_traced_args(node)[0])
+    target: torch.dtype = node.meta["val"].dtype
+    if source.dtype in PACKED_PAIR_DTYPES and target in _BYTE_DTYPES:
+        return _pack_pairs(v, source, target)
+    if target in PACKED_PAIR_DTYPES and source.dtype in _BYTE_DTYPES:
+        return _unpack_pairs(v, source, target)
+    if source.dtype.itemsize != target.itemsize or PACKED_PAIR_DTYPES & {source.dtype, target}:
+        return lower_aten_op(v, node)  # a view that changes the last dimension
+    src, dst = element_type(source.dtype), element_type(target)
+    if src == dst:  # int8 <-> uint8: both signless i8
+        return Tensor(source.ssa, source.shape, target)
+
+    def body(args: list[str], _index: Callable[[int], str]) -> str:
+        out = v.ops.fresh("bits")
+        v.ops.op(f"{out} = arith.bitcast {args[0]} : {src} to {dst}")
+        return out
+
+    return v.ops.elementwise([source], source.shape, target, body, hint="view")
+
+
+def _pair_half(v: "IRVisitor", pairs: Tensor, which: int) -> Tensor:
+    """The low (0) or high (1) value of every pair: the pair dimension sliced away."""
+    shape = pairs.shape[:-1]
+    rank = pairs.rank
+    offsets = ", ".join(["0"] * (rank - 1) + [str(which)])
+    sizes = ", ".join([str(s) if s is not None else v.ops.dim(pairs, i).ssa for i, s in enumerate(shape)] + ["1"])  # type: ignore[union-attr]
+    result = Tensor(v.ops.fresh("half"), shape, pairs.dtype)
+    v.ops.op(
+        f"{result.ssa} = tensor.extract_slice {pairs.ssa}[{offsets}] [{sizes}] [{', '.join(['1'] * rank)}] "
+        f": {pairs.type} to {result.type}"
+    )
+    return result
+
+
+def unpack_pair_halves(v: "IRVisitor", pairs: Tensor) -> tuple[Tensor, Tensor]:
+    """The low and high values of a packed tile, each without the pair dimension (same dtype)."""
+    return _pair_half(v, pairs, 0), _pair_half(v, pairs, 1)
+
+
+def _pack_pairs(v: "IRVisitor", pairs: Tensor, target: torch.dtype) -> Tensor:
+    low, high = unpack_pair_halves(v, pairs)
+    packed_type = element_type(pairs.dtype)
+
+    def body(args: list[str], _index: Callable[[int], str]) -> str:
+        nibbles = []
+        for arg in args:
+            bits = v.ops.fresh("nibble")
+            v.ops.op(f"{bits} = arith.bitcast {arg} : {packed_type} to i{_NIBBLE}")
+            wide = v.ops.fresh("nibble")
+            v.ops.op(f"{wide} = arith.extui {bits} : i{_NIBBLE} to i8")
+            nibbles.append(wide)
+        shifted = v.ops.fresh("high")
+        v.ops.op(f"{shifted} = arith.shli {nibbles[1]}, {v.ops.const(_NIBBLE, 'i8').ssa} : i8")
+        byte = v.ops.fresh("byte")
+        v.ops.op(f"{byte} = arith.ori {nibbles[0]}, {shifted} : i8")
+        return byte
+
+    return v.ops.elementwise([low, high], low.shape, target, body, hint="bytes")
+
+
+def _unpack_pairs(v: "IRVisitor", source: Tensor, target: torch.dtype) -> Tensor:
+    packed_type = element_type(target)
+    shape = (*source.shape, 2)
+
+    def body(args: list[str], index: Callable[[int], str]) -> str:
+        shift = v.ops.fresh("shift")  # 0 for the low value, 4 for the high one
+        v.ops.op(f"{shift} = affine.apply affine_map<(d) -> (d * {_NIBBLE})>({index(len(shape) - 1)})")
+        amount = v.ops.fresh("shift")
+        v.ops.op(f"{amount} = arith.index_cast {shift} : index to i8")
+        moved = v.ops.fresh("nibble")
+        v.ops.op(f"{moved} = arith.shrui {args[0]}, {amount} : i8")
+        bits = v.ops.fresh("nibble")
+        v.ops.op(f"{bits} = arith.trunci {moved} : i8 to i{_NIBBLE}")
+        value = v.ops.fresh("fp4")
+        v.ops.op(f"{value} = arith.bitcast {bits} : i{_NIBBLE} to {packed_type}")
+        return value
+
+    expanded = expand_dims(v, source, [source.rank])
+    return v.ops.elementwise([expanded], shape, target, body, hint="pairs")

@@ -1,0 +1,196 @@
+"""Does a call match what a compiled kernel was compiled for?
+
+A :class:`~helion_mlir.compiled_kernel.CompiledKernel` runs the code emitted for one bound
+kernel, so it serves exactly the calls that Helion would serve with that bound kernel:
+the same tensors' dtypes and ranks (and sizes, with static shapes), and the same values
+of everything Helion specializes on at bind time: strings, ``None`` for optional
+arguments, callables (their code), ``hl.specialize``-d sizes and scalars, and the
+module-level values the kernel was emitted with. Floats, ints and bools that Helion keeps
+symbolic may change from call to call. A call that does not match raises
+:class:`~helion_mlir.errors.ArgumentError` naming the parameter before anything runs;
+the ``mlir`` Helion backend never gets there, because Helion binds again first.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..errors import ArgumentError, HelionMLIRError
+from ..lowering.host_values import describe_origin, evaluate_origin
+
+__all__ = ["ArgumentChecks", "describe_value"]
+
+
+_NUMBER_TYPES = {
+    torch.SymInt: "an int", int: "an int", torch.SymFloat: "a float", float: "a float",
+    torch.SymBool: "a bool", bool: "a bool",
+}
+
+
+def describe_value(value: Any) -> str:
+    """A short description of an argument: ``float32[37, 100]``, ``'mean'``, ``function softcap``."""
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')}[{', '.join(map(str, value.shape))}]"
+    if value is None or isinstance(value, (str, bool)):
+        return repr(value)
+    if inspect.isfunction(value) or inspect.isbuiltin(value):
+        return f"function {value.__qualname__}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(describe_value(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return {torch.SymInt: "int", torch.SymFloat: "float", torch.SymBool: "bool"}[type(value)]
+    return type(value).__name__
+
+
+class ArgumentChecks:
+    """The checks of one compiled kernel's calls."""
+
+    def __init__(self, bound: Any, model: Any) -> None:
+        self.kernel = bound.kernel
+        self.name: str = model.name
+        self.params = list(bound.host_function.params.arguments)
+        self.fakes = list(bound.fake_args)
+        self.bound_key = getattr(bound, "_base_spec_key", None)
+        # hl.specialize-d values: where they come from, and their value in the bound arguments
+        # (Helion replaces each by an int there).
+        env, fakes_by_param = bound.env, dict(zip(self.params, self.fakes))
+        self.specialized: list[tuple[Any, int]] = []
+        for symbol in sorted(env.specialized_vars, key=str):
+            for source in env.shape_env.var_to_sources.get(symbol, [])[:1]:
+                try:
+                    value = _source_value(source, fakes_by_param)
+                except (KeyError, IndexError, AttributeError, TypeError):
+                    continue
+                if isinstance(value, torch.SymInt) and value.node.expr.is_Integer:
+                    value = int(value.node.expr)
+                if isinstance(value, int):
+                    self.specialized.append((source, value))
+        self.module_values = [(model.symbol_origin(s), value) for s, value in model.module_values.items()]
+        self.module_name = getattr(self.kernel.fn, "__module__", None)
+
+    def normalize(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        """Positional arguments with keywords placed and defaults applied, as Helion does."""
+        try:
+            return tuple(self.kernel.normalize_args(*args, **kwargs))
+        except TypeError as err:
+            raise ArgumentError(
+                f"{self.name} takes {len(self.params)} arguments ({', '.join(self.params)}): {err}"
+            ) from None
+
+    def check(self, args: tuple[Any, ...]) -> None:
+        """Raise :class:`ArgumentError` naming the first argument the kernel was not compiled for."""
+        for name, value, fake in zip(self.params, args, self.fakes):
+            if isinstance(fake, torch.Tensor):
+                self._check_tensor(name, value, fake)
+        self._check_specialized_values(args)
+        by_param = dict(zip(self.params, args))
+        self._check_hl_specialize(by_param)
+        self._check_module_values(by_param)
+
+    def _where(self, name: str) -> str:
+        return f"argument '{name}' of {self.name}"
+
+    def _check_tensor(self, name: str, value: Any, fake: torch.Tensor) -> None:
+        if not isinstance(value, torch.Tensor):
+            raise ArgumentError(f"{self._where(name)} must be a tensor, got {describe_value(value)}")
+        if value.device.type != "cpu":
+            raise ArgumentError(f"{self._where(name)} must be on the CPU, got {value.device}")
+        if value.dtype != fake.dtype:
+            raise ArgumentError(f"{self._where(name)} must have dtype {fake.dtype}, got {value.dtype}")
+        if value.dim() != fake.dim():
+            raise ArgumentError(
+                f"{self._where(name)} must have {fake.dim()} dimensions, got shape {tuple(value.shape)}"
+            )
+        for axis, (want, got) in enumerate(zip(fake.shape, value.shape)):
+            if isinstance(want, int) and want != got:
+                raise ArgumentError(
+                    f"{self._where(name)} must have size {want} in dimension {axis}, got shape "
+                    f"{tuple(value.shape)}; compile the kernel again for other shapes (or use static_shapes=False)"
+                )
+
+    def _check_specialized_values(self, args: tuple[Any, ...]) -> None:
+        """Non-tensor arguments: Helion's specialization key of each must be the bound one."""
+        if self.bound_key is None:
+            return
+        try:
+            key = self.kernel._base_specialization_key(args)
+        except TypeError as err:  # a value of a type Helion does not take
+            raise ArgumentError(f"{self.name}: {err}") from None
+        if key == self.bound_key:
+            return
+        for i, (name, value, fake) in enumerate(zip(self.params, args, self.fakes)):
+            if isinstance(fake, torch.Tensor) or i >= len(key) or key[i] == self.bound_key[i]:
+                continue
+            number_type = _NUMBER_TYPES.get(type(fake))
+            if number_type is not None:  # Helion keys numbers by type: any value of the type will do
+                raise ArgumentError(f"{self._where(name)} must be {number_type}, got {type(value).__name__} {value!r}")
+            raise ArgumentError(
+                f"{self._where(name)} was {describe_value(fake)} when the kernel was compiled, got "
+                f"{describe_value(value)}; Helion specializes the kernel on it, so compile the kernel "
+                "again for this value (the mlir backend does so itself)"
+            )
+
+    def _check_hl_specialize(self, by_param: dict[str, Any]) -> None:
+        """Sizes and scalars the kernel ``hl.specialize``-d must have their bound values."""
+        for source, bound_value in self.specialized:
+            try:
+                value = _source_value(source, by_param)
+            except (KeyError, IndexError, AttributeError, TypeError):
+                continue
+            if value != bound_value:
+                raise ArgumentError(
+                    f"{self._where(_source_root(source))}: {_source_text(source)} was {bound_value} when the "
+                    f"kernel was compiled (the kernel hl.specialize-s it), got {value}; compile the kernel again"
+                )
+
+    def _check_module_values(self, by_param: dict[str, Any]) -> None:
+        """Module-level values are constants of the emitted code: they must not have changed."""
+        for origin, baked in self.module_values:
+            try:
+                now = evaluate_origin(origin, by_param, self.kernel.fn)
+            except (HelionMLIRError, LookupError, AttributeError):
+                now = "<undefined>"
+            if now != baked:
+                raise ArgumentError(
+                    f"{self.name} was compiled with {describe_origin(origin, self.module_name)} = {baked!r}, "
+                    f"which is now {now!r}; module-level values are constants of the compiled code: "
+                    "compile the kernel again"
+                )
+
+
+def _source_value(source: Any, by_param: dict[str, Any]) -> Any:
+    """The value a torch source (``L['x'].size()[1]``) has among ``by_param``."""
+    kind = type(source).__name__
+    if kind == "LocalSource":
+        return by_param[source.local_name]
+    base = _source_value(source.base, by_param)
+    if kind == "TensorPropertySource":
+        return base.size(source.idx) if source.prop.name == "SIZE" else base.stride(source.idx)
+    if kind == "GetItemSource":
+        return base[source.index]
+    if kind == "AttrSource":
+        return getattr(base, source.member)
+    raise TypeError(kind)
+
+
+def _source_root(source: Any) -> str:
+    while hasattr(source, "base"):
+        source = source.base
+    return getattr(source, "local_name", "?")
+
+
+def _source_text(source: Any) -> str:
+    kind = type(source).__name__
+    if kind == "LocalSource":
+        return source.local_name
+    base = _source_text(source.base)
+    if kind == "TensorPropertySource":
+        return f"{base}.{'size' if source.prop.name == 'SIZE' else 'stride'}({source.idx})"
+    if kind == "GetItemSource":
+        return f"{base}[{source.index!r}]"
+    return f"{base}.{getattr(source, 'member', '?')}"
