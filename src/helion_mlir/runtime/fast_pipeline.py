@@ -51,7 +51,11 @@ _FUSE_STEPS = steps(
     "func.func(canonicalize)",
 )
 _UNIT_DIM_STEPS = steps("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)")
-_PRE_BUFFERIZE_STEPS = steps("func.func(lower-affine)", "func.func(tm-tensor-bufferize)")
+_PRE_BUFFERIZE_STEPS = steps(
+    "func.func(linalg-generalize-named-ops)",  # named ops left unvectorized (their bodies may be rewritten later)
+    "func.func(lower-affine)",
+    "func.func(tm-tensor-bufferize)",
+)
 _BUFFERIZE_STEPS = steps(
     # Empty tensors inserted into a destination are computed in it. allow-return-allocs-
     # from-loops: an scf.while whose condition forwards its tensor carries a new buffer
