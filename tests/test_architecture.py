@@ -126,11 +126,20 @@ def test_no_module_level_import_cycle() -> None:
             assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def _optional_import_blocks(tree: ast.Module) -> set[ast.AST]:
+    """Module-level ``try: import x`` / ``except ImportError`` blocks: optional dependencies."""
+    def catches_import_error(handler: ast.ExceptHandler) -> bool:
+        names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+        return any(isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError") for n in names)
+
+    return {stmt for stmt in tree.body if isinstance(stmt, ast.Try) and any(map(catches_import_error, stmt.handlers))}
+
+
 def test_no_package_import_inside_a_function() -> None:
     found = []
     for module, path in ALL_MODULES.items():
         tree = ast.parse(path.read_text())
-        guarded = _type_checking_blocks(tree)
+        guarded = _type_checking_blocks(tree) | _optional_import_blocks(tree)
         top = set(tree.body) | {s for block in guarded for s in ast.walk(block)}
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)) and node not in top:

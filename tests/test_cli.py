@@ -19,6 +19,7 @@ from helion_mlir.cli import run as cli_run
 from helion_mlir.cli.kernel_loading import TensorSpec, load_module, make_args, parse_args_spec
 from helion_mlir.importer.op_catalog import CATALOG
 from helion_mlir.importer.op_support import OpSupport
+from helion_mlir.runtime.iree_engine import iree_available
 
 ROOT = Path(__file__).resolve().parents[1]
 ADD = ROOT / "examples" / "add.py"
@@ -174,6 +175,30 @@ def test_batch_reports_an_error_raised_by_mistake_and_goes_on(monkeypatch) -> No
     report = batch.check_kernels([batch.KernelCase("add", module.KERNEL, module.make_args())], ["tosa", "raw"])
     assert [(r.output_type, r.status, r.reason) for r in report.results] == [
         ("tosa", "emit-failed", "KeyError: 'a bug'"), ("raw", "verified", "")]
+
+
+@pytest.mark.iree
+@pytest.mark.skipif(not iree_available(), reason="IREE is not installed")
+def test_run_with_the_iree_runtime_compares_iree_with_reference_mode(capsys) -> None:
+    assert main(["run", str(ADD), "--args", ADD_ARGS, "-t", "stablehlo", "--runtime", "iree"]) == 0
+    out = capsys.readouterr().out
+    assert "output type stablehlo, runtime iree" in out
+    assert "match: 1 output(s) agree with Helion's reference mode" in out
+
+
+@pytest.mark.iree
+@pytest.mark.skipif(not iree_available(), reason="IREE is not installed")
+def test_check_with_iree_reports_per_output_type_whether_iree_agrees_with_the_jit(tmp_path: Path, capsys) -> None:
+    shutil.copy(ROOT / "examples" / "histogram.py", tmp_path / "histogram.py")
+    code = main(["check", str(tmp_path / "histogram.py"), "-t", "linalg", "-t", "tosa", "--iree", "--shape", "ragged"])
+    out = capsys.readouterr().out
+    rows = {line.split()[1]: line for line in out.splitlines() if line.startswith(str(tmp_path))}
+    assert out.splitlines()[0].split()[6] == "iree"  # after "output type"
+    assert rows["linalg-on-tensors"].split()[2:6] == ["14", "yes", "yes", "yes"]
+    # A kernel converting to int64: IREE validates TOSA against the spec's profiles.
+    assert rows["tosa"].split()[5:7] == ["no", "compile"]
+    assert "'tosa.cast' op illegal" in out and "histogram.py:" in out
+    assert code == 1 and "2 checked: 1 passed, 1 failed" in out
 
 
 def test_ops_prints_rule_targets_and_the_support_table(capsys) -> None:

@@ -403,6 +403,43 @@ def test_function_without_results_returns_nothing() -> None:
     run_filecheck(builder.render(), "// CHECK: %{{[A-Za-z0-9_.$-]+}} = arith.addf %x, %x : f32\n// CHECK-NOT: return")
 
 
+def test_function_printed_in_generic_form_inlines_like_its_custom_form() -> None:
+    # Real torch-mlir tosa output printed in generic form (the form that reads the same in
+    # MLIR releases whose TOSA custom syntax differs), with a declaration beside it.
+    source = (
+        '#loc = loc("k.py":3:4)\n'
+        '"builtin.module"() ({\n'
+        '  "func.func"() <{function_type = (tensor<8x100xf32>) -> tensor<8x1xf32>, sym_name = "decl", '
+        'sym_visibility = "private"}> ({\n  }) : () -> () loc(#loc)\n'
+        '  "func.func"() <{function_type = (tensor<8x100xf32>) -> tensor<8x1xf32>, sym_name = "sum"}> ({\n'
+        '  ^bb0(%arg0: tensor<8x100xf32> loc(#loc)):\n'
+        '    %0 = "tosa.reduce_sum"(%arg0) <{axis = 1 : i32}> : (tensor<8x100xf32>) -> tensor<8x1xf32> loc(#loc)\n'
+        '    %1 = "tosa.exp"(%0) : (tensor<8x1xf32>) -> tensor<8x1xf32> loc(#loc)\n'
+        '    "func.return"(%1) : (tensor<8x1xf32>) -> () loc(#loc)\n'
+        '  }) : () -> () loc(#loc)\n'
+        '}) : () -> () loc(#loc)\n'
+    )
+    text, (_, results), _ = wrap(source, ["tensor<8x100xf32>"], ["tensor<8x1xf32>"], copies=2, func_name="sum")
+    run_filecheck(text, """
+        // CHECK:      %[[S:[A-Za-z0-9_]+]] = "tosa.reduce_sum"(%p0) <{axis = 1 : i32}> : (tensor<8x100xf32>) -> tensor<8x1xf32> loc("k.py":3:4)
+        // CHECK-NEXT: %[[E:[A-Za-z0-9_]+]] = "tosa.exp"(%[[S]])
+        // CHECK-NEXT: %[[S2:[A-Za-z0-9_]+]] = "tosa.reduce_sum"(%p0)
+        // CHECK-NEXT: %[[E2:[A-Za-z0-9_]+]] = "tosa.exp"(%[[S2]])
+        // CHECK-NEXT: return %[[E2]] : tensor<8x1xf32>
+        // CHECK-NOT:  func.return
+    """)
+    assert results == [value_tokens(text)[-1]]  # the second copy's result is returned
+    with pytest.raises(MLIRSyntaxError, match="no function @decl with a body"):
+        inline_torch_mlir_output(source, ["%p0"], MLIRBuilder(), func_name="decl")
+    no_arguments = (
+        '"builtin.module"() ({\n  "func.func"() <{function_type = () -> tensor<1xi8>, sym_name = "zero"}> ({\n'
+        '    %0 = "tosa.const"() <{values = dense<0> : tensor<1xi8>}> : () -> tensor<1xi8>\n'
+        '    "func.return"(%0) : (tensor<1xi8>) -> ()\n  }) : () -> ()\n}) : () -> ()\n'
+    )
+    text, (results,), _ = wrap(no_arguments, [], ["tensor<1xi8>"])
+    assert f'{results[0]} = "tosa.const"() <{{values = dense<0> : tensor<1xi8>}}>' in text
+
+
 # ----------------------------------------------------------------- resources, locations
 def test_dense_resource_blobs_move_into_the_render() -> None:
     source = (DATA / "linalg_mm_add_resource.mlir").read_text()

@@ -261,23 +261,35 @@ def test_atomic_add_at_tile_index_adds_the_valid_region_into_the_destination_sli
 
 def test_atomic_add_at_tensor_index_updates_element_by_element_over_valid_lanes() -> None:
     # histogram: hl.atomic_add(counts, [bins], 1) with data-dependent bins on a ragged tile;
-    # nothing reads the old values, so the lane loop carries only the destination.
+    # nothing reads the old values, so the lane loop carries only the destination. counts has
+    # one dynamic size (num_bins), read once at entry: the nested lane loop carries it with a
+    # trailing unit dimension whose sizes are stated on the way in and out, and the clamp
+    # uses the entry size, never a tensor.dim of the loop-carried value.
     filecheck(emit("histogram", "ragged"), """
         // CHECK-LABEL: func.func @histogram(%x: tensor<1000xf32>, %lo: f64, %hi: f64, %num_bins: i64, %counts: tensor<?xi32>) -> (tensor<?xi32>)
-        // CHECK:       scf.for %{{$V}} = {{.*}} iter_args(%[[DST:$V]] = %counts) -> (tensor<?xi32>)
-        // CHECK:         %[[EXTENT:$V]] = arith.minsi
-        // CHECK:         %[[ONE:$V]] = arith.constant 1 : index
-        // CHECK:         %[[ONES:$V]] = linalg.fill ins(%{{$V}} : i32) outs(%{{$V}} : tensor<64xi32>)
-        // CHECK:         %[[LANES:$V]] = scf.for %[[LANE:$V]] = %{{$V}} to %[[EXTENT]] step %[[ONE]] iter_args(%[[CUR:$V]] = %[[DST]]) -> (tensor<?xi32>)
-        // CHECK-NEXT:      %[[BIN:$V]] = tensor.extract %{{$V}}[%[[LANE]]] : tensor<64xi64>
-        // CHECK-NEXT:      %[[IDX:$V]] = arith.index_cast %[[BIN]] : i64 to index
-        // CHECK:           %[[AT:$V]] = arith.minsi
-        // CHECK-NEXT:      %[[INC:$V]] = tensor.extract %[[ONES]][%[[LANE]]] : tensor<64xi32>
-        // CHECK-NEXT:      %[[OLD:$V]] = tensor.extract %[[CUR]][%[[AT]]] : tensor<?xi32>
-        // CHECK-NEXT:      %[[SUM:$V]] = arith.addi %[[OLD]], %[[INC]] : i32
-        // CHECK-NEXT:      %[[UPD:$V]] = tensor.insert %[[SUM]] into %[[CUR]][%[[AT]]] : tensor<?xi32>
-        // CHECK-NEXT:      scf.yield %[[UPD]] : tensor<?xi32>
-        // CHECK:         scf.yield %[[LANES]] : tensor<?xi32>
+        // CHECK-NEXT:    %[[C0:$V]] = arith.constant 0 : index
+        // CHECK-NEXT:    %[[BINS:$V]] = tensor.dim %counts, %[[C0]] : tensor<?xi32>
+        // CHECK-NOT:     tensor.dim
+        // CHECK:         scf.for %{{$V}} = {{.*}} iter_args(%[[DST:$V]] = %counts) -> (tensor<?xi32>)
+        // CHECK:           %[[EXTENT:$V]] = arith.minsi
+        // CHECK:           %[[ONE:$V]] = arith.constant 1 : index
+        // CHECK:           %[[ONES:$V]] = linalg.fill ins(%{{$V}} : i32) outs(%{{$V}} : tensor<64xi32>)
+        // CHECK-NEXT:      %[[WIDE:$V]] = tensor.expand_shape %[[DST]] {{\[\[}}0, 1]] output_shape [%[[BINS]], 1] : tensor<?xi32> into tensor<?x1xi32>
+        // CHECK-NEXT:      %[[LANES:$V]] = scf.for %[[LANE:$V]] = %{{$V}} to %[[EXTENT]] step %[[ONE]] iter_args(%[[CARRIED:$V]] = %[[WIDE]]) -> (tensor<?x1xi32>)
+        // CHECK-NEXT:        %[[CUR:$V]] = tensor.collapse_shape %[[CARRIED]] {{\[\[}}0, 1]] : tensor<?x1xi32> into tensor<?xi32>
+        // CHECK-NEXT:        %[[BIN:$V]] = tensor.extract %{{$V}}[%[[LANE]]] : tensor<64xi64>
+        // CHECK-NEXT:        %[[IDX:$V]] = arith.index_cast %[[BIN]] : i64 to index
+        // CHECK-NEXT:        %[[LAST:$V]] = arith.subi %[[BINS]], %[[ONE]] : index
+        // CHECK:             %[[AT:$V]] = arith.minsi %{{$V}}, %[[LAST]]
+        // CHECK-NEXT:        %[[INC:$V]] = tensor.extract %[[ONES]][%[[LANE]]] : tensor<64xi32>
+        // CHECK-NEXT:        %[[OLD:$V]] = tensor.extract %[[CUR]][%[[AT]]] : tensor<?xi32>
+        // CHECK-NEXT:        %[[SUM:$V]] = arith.addi %[[OLD]], %[[INC]] : i32
+        // CHECK-NEXT:        %[[UPD:$V]] = tensor.insert %[[SUM]] into %[[CUR]][%[[AT]]] : tensor<?xi32>
+        // CHECK-NEXT:        %[[BACK:$V]] = tensor.expand_shape %[[UPD]] {{\[\[}}0, 1]] output_shape [%[[BINS]], 1] : tensor<?xi32> into tensor<?x1xi32>
+        // CHECK-NEXT:        scf.yield %[[BACK]] : tensor<?x1xi32>
+        // CHECK-NEXT:      }
+        // CHECK-NEXT:      %[[DONE:$V]] = tensor.collapse_shape %[[LANES]] {{\[\[}}0, 1]] : tensor<?x1xi32> into tensor<?xi32>
+        // CHECK-NEXT:      scf.yield %[[DONE]] : tensor<?xi32>
     """)
 
 
@@ -482,6 +494,41 @@ def test_dynamic_shapes_give_unknown_dims_read_with_tensor_dim() -> None:
     """)
 
 
+def test_nested_tile_loops_over_a_dynamic_tensor_restate_the_sizes_read_at_entry() -> None:
+    # Every dynamic size is read once, at function entry. The inner tile loop's initial
+    # value is the outer loop's iteration argument: a reshape to its own type states its
+    # sizes (two dynamic sizes, so nothing folds it), and no size is read from a
+    # loop-carried value.
+    add = example("add")
+    dynamic_add = helion.kernel(add.KERNEL.fn, config=add.KERNEL.configs[0], static_shapes=False)
+    filecheck(generate_mlir(dynamic_add.bind(add.make_args("ragged"))), """
+        // CHECK-LABEL: func.func @add(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>, %out: tensor<?x?xf32>)
+        // CHECK:         tensor.dim %y
+        // CHECK-NEXT:    tensor.dim %y
+        // CHECK-NEXT:    %[[M:$V]] = tensor.dim %out, %{{$V}} : tensor<?x?xf32>
+        // CHECK-NEXT:    %[[N:$V]] = tensor.dim %out, %{{$V}} : tensor<?x?xf32>
+        // CHECK-NOT:     tensor.dim
+        // CHECK:         scf.for {{.*}} iter_args(%[[OUTER:$V]] = %out) -> (tensor<?x?xf32>)
+        // CHECK:           %[[SHAPE:$V]] = tensor.from_elements %[[M]], %[[N]] : tensor<2xindex>
+        // CHECK-NEXT:      %[[SIZED:$V]] = tensor.reshape %[[OUTER]](%[[SHAPE]]) : (tensor<?x?xf32>, tensor<2xindex>) -> tensor<?x?xf32>
+        // CHECK-NEXT:      scf.for {{.*}} iter_args(%[[INNER:$V]] = %[[SIZED]]) -> (tensor<?x?xf32>)
+        // CHECK:             tensor.insert_slice {{.*}} into %[[INNER]]
+        // CHECK-NOT:     tensor.dim
+    """)
+
+
+def test_stablehlo_dynamic_broadcasts_say_which_dimensions_expand() -> None:
+    # torch-mlir leaves the expansion unknown; a consumer that must know it (IREE) is told:
+    # only a static 1 broadcast to another size expands, a dynamic size never is 1.
+    softmax = example("softmax_one_pass")
+    dynamic = helion.kernel(softmax.KERNEL.fn, config=softmax.KERNEL.configs[0], static_shapes=False)
+    filecheck(generate_mlir(dynamic.bind(softmax.make_args("ragged")), output_type="stablehlo"), """
+        // CHECK: stablehlo.dynamic_broadcast_in_dim %{{$V}}, %{{$V}}, dims = [0, 1] {known_expanding_dimensions = array<i64>, known_nonexpanding_dimensions = array<i64: 0, 1>} : (tensor<8x?xf32>, tensor<2xindex>) -> tensor<8x?xf32>
+        // CHECK: stablehlo.dynamic_broadcast_in_dim %{{$V}}, %{{$V}}, dims = [0, 1] {known_expanding_dimensions = array<i64: 1>, known_nonexpanding_dimensions = array<i64: 0>} : (tensor<8x1xf32>, tensor<2xindex>) -> tensor<8x?xf32>
+        // CHECK-NOT: stablehlo.dynamic_broadcast_in_dim {{[^{]*}} : (
+    """)
+
+
 # ----------------------------------------------------------------------------------- locations
 def test_ops_carry_the_source_line_and_column_of_their_load_store_and_inner_loop() -> None:
     source = example("matmul").KERNEL.fn.__code__.co_filename
@@ -518,7 +565,7 @@ def test_top_level_tile_loop_carries_the_location_of_its_for_statement() -> None
         // CHECK:      tensor.insert_slice %[[SUM]] into
     """),
     ("tosa", """
-        // CHECK-NEXT: %[[SUM:$V]] = tosa.add %[[XS]], %[[YS]] : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
+        // CHECK-NEXT: %[[SUM:$V]] = "tosa.add"(%[[XS]], %[[YS]]) : (tensor<16x32xf32>, tensor<16x32xf32>) -> tensor<16x32xf32>
         // CHECK-NEXT: tensor.insert_slice %[[SUM]] into
     """),
     ("stablehlo", """

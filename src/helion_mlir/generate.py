@@ -11,6 +11,7 @@ node is lowered by its registered rule.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import logging
 import textwrap
@@ -106,6 +107,7 @@ def _emit_function(v: IRVisitor) -> None:
             value = Tensor(ssa, arg.shape, arg.dtype)
             v.state[arg.name] = value
             v.function_arg_values[arg.name] = value
+            ops.arguments.add(ssa)
         else:
             v.function_arg_values[arg.name] = Scalar(ssa, arg.mlir_type)
     result_types = [model.arg(name).mlir_type for name in model.results]
@@ -126,7 +128,17 @@ def _emit_function(v: IRVisitor) -> None:
 
 def _bind_function_symbols(v: IRVisitor) -> None:
     """Give every size and scalar symbol of the signature its value at function entry, so
-    that uses inside loops refer to values that dominate them."""
+    that uses inside loops refer to values that dominate them.
+
+    Every dynamic size of a tensor argument is read here, once: later versions of the
+    tensor (loop-carried, stored into) carry these sizes, and nothing reads the size of a
+    loop-carried value (which compilers such as IREE cannot resolve)."""
+    for arg in v.model.args:
+        if arg.kind == "tensor":
+            value = v.function_arg_values[arg.name]
+            sizes = tuple(s if s is not None else v.ops.dim(value, axis) for axis, s in enumerate(value.shape))
+            value = dataclasses.replace(value, sizes=sizes)
+            v.function_arg_values[arg.name] = v.state[arg.name] = value
     for arg in v.model.args:
         value = v.function_arg_values[arg.name]
         if arg.kind == "scalar":

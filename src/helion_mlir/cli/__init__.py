@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..output_type import OutputType
+from ..runtime.compiled_kernel import RUNTIMES
 from .check import check_command
 from .common import EXIT_OK, EXIT_USAGE, CommandError, output_type, tolerance_value
 from .emit import emit_command
@@ -47,6 +48,7 @@ RUN_EPILOG = f"""\
 examples:
   helion-mlir run examples/add.py --args 'f32[128,256], f32[128,256]'
   helion-mlir run examples/matmul_bf16.py -t stablehlo --atol 0.05
+  helion-mlir run examples/softmax_one_pass.py --runtime iree
 
 Default tolerance per output dtype: f32/f64 1e-4, bf16/f16 2e-2 (rtol and atol), integers
 and bools exact. Arguments the kernel writes are compared too.
@@ -57,10 +59,13 @@ CHECK_EPILOG = """\
 examples:
   helion-mlir check examples/
   helion-mlir check examples/ -t linalg -t tosa --run --shape ragged
+  helion-mlir check examples/ -t linalg -t stablehlo -t raw -t tosa --iree
 
 Every *.py file under the given folders is imported (folders starting with '.' and
 __pycache__ are left out). A kernel's arguments come from its module's make_args(SHAPE);
 kernels in modules without make_args are skipped. A file that fails to import is a failure.
+--iree adds a column per output type: whether IREE compiles the module (llvm-cpu, this CPU),
+runs it, and agrees with the in-process JIT on every output (see docs/downstream.md).
 """
 
 OPS_EPILOG = """\
@@ -126,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                                           "results with Helion's reference mode on the same arguments.")
     add_kernel_arguments(run)
     add_tolerance_arguments(run)
+    run.add_argument("--runtime", choices=RUNTIMES, default="jit",
+                     help="jit: torch-mlir's ExecutionEngine in-process (default); iree: iree-compile for "
+                          "llvm-cpu and IREE's runtime (needs iree-base-compiler and iree-base-runtime)")
     run.set_defaults(handler=run_command)
 
     check = commands.add_parser("check", help="lower every kernel in files or folders and summarize",
@@ -135,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("-t", "--output-type", type=output_type, action="append", metavar="T",
                        help=output_help + "; repeat for several (default: linalg-on-tensors)")
     check.add_argument("--run", action="store_true", help="also run each verified kernel and compare with ref mode")
+    check.add_argument("--iree", action="store_true",
+                       help="also compile each verified kernel with IREE, run it and compare with the JIT's numbers")
     check.add_argument("--shape", choices=("divisible", "ragged"), default="divisible",
                        help="the shape kind passed to make_args (default: divisible)")
     add_tolerance_arguments(check)

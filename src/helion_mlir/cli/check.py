@@ -19,7 +19,7 @@ from .kernel_loading import (
     load_module,
 )
 from .ops import table
-from .run import RunOutcome, run_and_compare
+from .run import RunOutcome, run_and_compare, run_on_iree_and_compare
 
 
 @dataclasses.dataclass
@@ -32,6 +32,7 @@ class CheckRow:
     emitted: str = "-"
     verified: str = "-"
     matched: str = "-"
+    iree: str = "-"
     seconds: float = 0.0
     reason: str = ""
     failed: bool = False
@@ -116,21 +117,26 @@ def check_command(options: argparse.Namespace) -> int:
 
     cases = {entry.label: entry for entry in entries if isinstance(entry, KernelCase)}
     runs: dict[tuple[str, str], RunOutcome | StageError] = {}
+    iree_runs: dict[tuple[str, str], RunOutcome | StageError] = {}
 
     def run_verified(result: KernelResult) -> None:
-        if not (options.run and result.ok):
+        if not result.ok:
             return
         case = cases[result.label]
-        try:
-            runs[(result.label, result.output_type)] = run_and_compare(
-                case.kernel, case.args, output_type=OutputType.parse(result.output_type),
-                rtol=options.rtol, atol=options.atol)
-        except StageError as err:
-            runs[(result.label, result.output_type)] = err
-            _show_traceback(err.error, options.debug)
-        except (Exception, SystemExit) as err:  # comparing what came back: no kernel ends the run
-            runs[(result.label, result.output_type)] = StageError("compare", err)
-            _show_traceback(err, options.debug)
+        kind = OutputType.parse(result.output_type)
+        for wanted, compare, outcomes in ((options.run, run_and_compare, runs),
+                                          (options.iree, run_on_iree_and_compare, iree_runs)):
+            if not wanted:
+                continue
+            try:
+                outcomes[(result.label, result.output_type)] = compare(
+                    case.kernel, case.args, output_type=kind, rtol=options.rtol, atol=options.atol)
+            except StageError as err:
+                outcomes[(result.label, result.output_type)] = err
+                _show_traceback(err.error, options.debug)
+            except (Exception, SystemExit) as err:  # comparing what came back: no kernel ends the run
+                outcomes[(result.label, result.output_type)] = StageError("compare", err)
+                _show_traceback(err, options.debug)
 
     report = check_kernels(list(cases.values()), output_types, progress=sys.stderr, on_result=run_verified)
     results: dict[str, list[KernelResult]] = {}
@@ -141,8 +147,11 @@ def check_command(options: argparse.Namespace) -> int:
         if isinstance(entry, CheckRow):
             rows.append(entry)
         else:
-            rows += [_result_row(r, runs.get((r.label, r.output_type))) for r in results[entry.label]]
-    _print_check_report(rows, options.run)
+            for r in results[entry.label]:
+                row = _result_row(r, runs.get((r.label, r.output_type)))
+                _add_iree_outcome(row, iree_runs.get((r.label, r.output_type)))
+                rows.append(row)
+    _print_check_report(rows, options.run, options.iree)
     return EXIT_FAILED if any(row.failed for row in rows) else EXIT_OK
 
 
@@ -172,12 +181,34 @@ def _result_row(result: KernelResult, run: RunOutcome | StageError | None) -> Ch
     return row
 
 
-def _print_check_report(rows: list[CheckRow], ran: bool) -> None:
-    header = ["kernel", "output type", "nodes", "emitted", "verified"] + (["matched"] if ran else []) + ["ms", "reason"]
+def _add_iree_outcome(row: CheckRow, run: RunOutcome | StageError | None) -> None:
+    """Fill the ``iree`` column: IREE compiled, ran and agreed with the JIT, or what failed."""
+    if run is None:
+        return
+    if isinstance(run, RunOutcome):
+        row.seconds += run.compile_seconds + run.run_seconds
+        row.iree = "yes" if run.ok else "differs"
+        problem = "" if run.ok else "IREE differs from the JIT: " + ", ".join(
+            f"{c.label} max abs error {c.max_abs_error:.3g}" for c in run.mismatches)
+        details = problem
+    else:
+        row.iree = {"compile": "no compile", "run": "no run", "jit": "no jit"}.get(run.stage, f"no {run.stage}")
+        who = "the JIT (IREE's numbers are compared with)" if run.stage == "jit" else f"IREE {run.stage}"
+        problem, details = f"{who} failed: {_first_line(run.details)}", run.details
+    if problem:
+        row.failed = True
+        row.reason = f"{row.reason}; {problem}" if row.reason else problem
+        row.details = f"{row.details}\n{details}" if row.details and row.details != row.reason else details
+
+
+def _print_check_report(rows: list[CheckRow], ran: bool, iree: bool = False) -> None:
+    header = ["kernel", "output type", "nodes", "emitted", "verified"] + (["matched"] if ran else [])
+    header += (["iree"] if iree else []) + ["ms", "reason"]
     lines = []
     for row in rows:
         cells = [row.kernel, row.output_type, row.nodes, row.emitted, row.verified]
         cells += [row.matched] if ran else []
+        cells += [row.iree] if iree else []
         cells += [f"{row.seconds * 1e3:.0f}" if row.seconds else "-", row.reason]
         lines.append(cells)
     print(table(header, lines))

@@ -14,7 +14,7 @@ import torch
 
 from ..errors import ExecutionError
 from ..output_type import OutputType
-from ..runtime.compiled_kernel import compile_kernel
+from ..runtime.compiled_kernel import CompiledKernel, compile_kernel
 from ..runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
 from .common import EXIT_FAILED, EXIT_OK, StageError, stage
 from .kernel_loading import (
@@ -68,22 +68,26 @@ def _clone(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
+def _compiled(bound: Any, output_type: OutputType, config: helion.Config | None, runtime: str) -> CompiledKernel:
+    try:
+        return compile_kernel(bound, output_type=output_type, config=config, runtime=runtime)
+    except ExecutionError as err:
+        raise StageError("compile", err) from err
+    except Exception as err:  # compile_kernel lowers first
+        raise StageError("lower", err) from err
+
+
 def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type: OutputType,
                     config: helion.Config | None = None, rtol: float | None = None,
-                    atol: float | None = None) -> RunOutcome:
-    """Compile ``kernel`` through MLIR, run it and Helion's reference mode on copies of
-    ``args``, and compare what each returns and every argument either one writes.
+                    atol: float | None = None, runtime: str = "jit") -> RunOutcome:
+    """Compile ``kernel`` through MLIR, run it (on ``runtime``) and Helion's reference mode
+    on copies of ``args``, and compare what each returns and every argument either one writes.
 
     Raises :class:`StageError` naming the step that failed.
     """
     with stage("bind"):
         bound = kernel.bind(args)
-    try:
-        compiled = compile_kernel(bound, output_type=output_type, config=config)
-    except ExecutionError as err:
-        raise StageError("compile", err) from err
-    except Exception as err:  # compile_kernel lowers first
-        raise StageError("lower", err) from err
+    compiled = _compiled(bound, output_type, config, runtime)
     mlir_args, ref_args = _clone(args), _clone(args)
     with stage("run"):
         started = time.perf_counter()
@@ -94,15 +98,49 @@ def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type
         started = time.perf_counter()
         expected = reference_kernel(kernel)(*ref_args)
         reference_seconds = time.perf_counter() - started
-    pairs = list(_paired_leaves("result", result, expected))
-    returned = {id(actual) for _, actual, _ in pairs}
-    params = list(inspect.signature(kernel.fn).parameters)
-    for name, original, actual, reference in zip(params, args, mlir_args, ref_args):
-        if isinstance(original, torch.Tensor) and id(actual) not in returned:
-            if not (torch.equal(original, actual) and torch.equal(original, reference)):
-                pairs.append((f"argument {name} (written)", actual, reference))
-    checks = [_compare(label, actual, reference, rtol, atol) for label, actual, reference in pairs]
+    checks = _compare_outputs(kernel, args, (result, mlir_args), (expected, ref_args), rtol, atol)
     return RunOutcome(checks, compiled.emit_seconds, compiled.compile_seconds, run_seconds, reference_seconds)
+
+
+def run_on_iree_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type: OutputType,
+                            config: helion.Config | None = None, rtol: float | None = None,
+                            atol: float | None = None) -> RunOutcome:
+    """Run ``kernel`` through IREE and through the in-process JIT on copies of ``args`` and
+    compare IREE's outputs (returned values and written arguments) with the JIT's.
+
+    ``reference_seconds`` of the outcome is the JIT's run time. Raises :class:`StageError`
+    naming the step that failed (``lower``, ``compile`` and ``run`` are IREE's, ``jit``
+    the JIT's compile or run).
+    """
+    with stage("bind"):
+        bound = kernel.bind(args)
+    iree = _compiled(bound, output_type, config, "iree")
+    iree_args, our_args = _clone(args), _clone(args)
+    with stage("run"):
+        started = time.perf_counter()
+        result = iree(*iree_args)
+        run_seconds = time.perf_counter() - started
+    with stage("jit"):
+        ours = compile_kernel(bound, output_type=output_type, config=config)
+        started = time.perf_counter()
+        expected = ours(*our_args)
+        our_seconds = time.perf_counter() - started
+    checks = _compare_outputs(kernel, args, (result, iree_args), (expected, our_args), rtol, atol)
+    return RunOutcome(checks, iree.emit_seconds, iree.compile_seconds, run_seconds, our_seconds)
+
+
+def _compare_outputs(kernel: helion.Kernel, args: tuple[Any, ...], actual: tuple[Any, tuple[Any, ...]],
+                     expected: tuple[Any, tuple[Any, ...]], rtol: float | None, atol: float | None) -> list[OutputCheck]:
+    """Compare two runs' (result, arguments after the run): results, then written arguments."""
+    (result, actual_args), (reference, reference_args) = actual, expected
+    pairs = list(_paired_leaves("result", result, reference))
+    returned = {id(value) for _, value, _ in pairs}
+    params = list(inspect.signature(kernel.fn).parameters)
+    for name, original, value, want in zip(params, args, actual_args, reference_args):
+        if isinstance(original, torch.Tensor) and id(value) not in returned:
+            if not (torch.equal(original, value) and torch.equal(original, want)):
+                pairs.append((f"argument {name} (written)", value, want))
+    return [_compare(label, value, want, rtol, atol) for label, value, want in pairs]
 
 
 def _paired_leaves(label: str, actual: Any, expected: Any) -> Iterator[tuple[str, Any, Any]]:
@@ -140,11 +178,12 @@ def _ms(seconds: float) -> str:
 
 def run_command(options: argparse.Namespace) -> int:
     target = load_target(options)
-    print(f"kernel {target.name} ({target.path}), output type {options.output_type}")
+    print(f"kernel {target.name} ({target.path}), output type {options.output_type}, runtime {options.runtime}")
     print(f"args: {describe_args(target.args)}")
     try:
         outcome = run_and_compare(target.kernel, target.args, output_type=options.output_type,
-                                  config=target.config, rtol=options.rtol, atol=options.atol)
+                                  config=target.config, rtol=options.rtol, atol=options.atol,
+                                  runtime=options.runtime)
     except StageError as err:
         raise stage_failure(err, target, options.output_type) from err.error
     rows = [

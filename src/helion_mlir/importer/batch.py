@@ -301,12 +301,14 @@ class BatchLowering:
         Printing a top-level module (not an op nested in the batch) is what prints the
         ``#map`` aliases and ``dense_resource`` blobs the function uses.
         """
+        if self.output_type is OutputType.STABLEHLO:
+            _state_broadcast_expansion(module.operation)
         if self.output_type in _ONE_FUNCTION_PER_MODULE:
             holders = [op.operation for op in module.body.operations]
             for index, (entry, holder) in enumerate(zip(imported, holders)):
                 (func,) = [op.operation for op in holder.regions[0].blocks[0].operations]
                 _rename(func, _batch_name(entry, index), entry.func_name)
-                entry.result = _print(holder.clone())
+                entry.result = _print(holder.clone(), self.output_type)
             return
         functions: dict[str, ir.Operation] = {}
         shared: list[ir.Operation] = []
@@ -322,7 +324,7 @@ class BatchLowering:
                     op.clone()
                 copy = functions[_batch_name(entry, index)].clone()
             _rename(copy, _batch_name(entry, index), entry.func_name)
-            entry.result = _print(single.operation)
+            entry.result = _print(single.operation, self.output_type)
 
 
 def _batch_name(entry: Pending, index: int) -> str:
@@ -361,9 +363,39 @@ def _drop_trailing_operations(module: ir.Module, kept: int) -> None:
         operations[len(operations) - 1].operation.erase()
 
 
-def _print(op: ir.Operation) -> str:
+def _state_broadcast_expansion(module: ir.Operation) -> None:
+    """Say which dimensions each ``stablehlo.dynamic_broadcast_in_dim`` expands.
+
+    torch-mlir leaves ``known_expanding_dimensions`` and ``known_nonexpanding_dimensions``
+    out, so a consumer must expect any operand dimension to be 1 at run time; IREE cannot
+    lower the op then. Under torch's rules for symbolic sizes (a dynamic size is never 1:
+    sizes 0 and 1 are specialized), only a static 1 broadcast to another size expands.
+    """
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "stablehlo.dynamic_broadcast_in_dim" and "known_expanding_dimensions" not in op.attributes:
+            source = ir.RankedTensorType(op.operands[0].type).shape
+            result = ir.RankedTensorType(op.results[0].type).shape
+            targets = ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"])
+            expands = [source[i] == 1 and result[d] != 1 for i, d in enumerate(targets)]
+            op.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(
+                [i for i, e in enumerate(expands) if e])
+            op.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(
+                [i for i, e in enumerate(expands) if not e])
+        return ir.WalkResult.ADVANCE
+
+    module.walk(visit)
+
+
+def _print(op: ir.Operation, output_type: OutputType) -> str:
+    """The text of a lowered module; tosa in MLIR's generic op form.
+
+    The custom syntax of TOSA ops changes between MLIR releases (IREE 3.13's MLIR reads
+    ``tosa.reduce_sum %x axis(1)`` where torch-mlir's prints ``{axis = 1 : i32}``); the
+    generic form of the same ops reads the same in both.
+    """
     # The pipeline verified the IR already; printing would verify it once more.
-    return op.get_asm(enable_debug_info=True, assume_verified=True)
+    return op.get_asm(enable_debug_info=True, assume_verified=True,
+                      print_generic_op_form=output_type is OutputType.TOSA)
 
 
 # --------------------------------------------------------------------------------------

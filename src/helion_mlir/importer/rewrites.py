@@ -188,9 +188,10 @@ def scalar_tensor_dtype(scalar: Any, tensor_dtypes: Sequence[torch.dtype]) -> to
     a 0-d operand straight into the operation's compute type (f32 for half-precision
     tensors). So a bool is carried as bool; an int beside integer tensors in their promoted
     integer type (the type torch computes in; tosa also wants shift operands of one
-    type), otherwise as int64; a float beside floating tensors as float32 (float64 only
-    beside float64 tensors: tosa has no f64), and beside integer tensors in the default
-    dtype, which is then the result dtype.
+    type), beside floating tensors in their compute type like a float (no int64 to
+    convert: TOSA's profiles have no int64 cast), otherwise as int64; a float beside
+    floating tensors as float32 (float64 only beside float64 tensors: tosa has no f64),
+    and beside integer tensors in the default dtype, which is then the result dtype.
     """
     if isinstance(scalar, (bool, torch.SymBool)):
         return torch.bool
@@ -198,7 +199,8 @@ def scalar_tensor_dtype(scalar: Any, tensor_dtypes: Sequence[torch.dtype]) -> to
         ints = [d for d in tensor_dtypes if not d.is_floating_point and d != torch.bool]
         if ints and len(ints) == len(tensor_dtypes):
             return functools.reduce(torch.promote_types, ints)
-        return torch.int64
+        if not any(dtype.is_floating_point for dtype in tensor_dtypes):
+            return torch.int64
     if torch.float64 in tensor_dtypes:
         return torch.float64
     if any(dtype.is_floating_point for dtype in tensor_dtypes):

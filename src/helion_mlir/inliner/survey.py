@@ -22,7 +22,7 @@ _RETURN_OPS = frozenset({"return", "func.return", '"func.return"'})
 class SurveyedFunction:
     name: str
     arg_names: tuple[str, ...]
-    body_open: int  # token index of the body's '{'
+    body_open: int  # token index just before the body: its '{', or the ':' ending the entry label
     body_close: int  # token index of the matching '}'
 
 
@@ -91,6 +91,8 @@ def scan_module(text: str) -> SourceModule:
             index = close + 1
         elif starting and token.kind is TokenKind.BARE_ID and token.text == "func.func":
             index = _read_function(module, index)
+        elif starting and token.kind is TokenKind.STRING and token.text == '"func.func"':
+            index = _read_generic_function(module, index)
         else:
             if token.kind is TokenKind.PUNCT:
                 if token.text in OPENERS:
@@ -227,6 +229,59 @@ def _read_function(module: SourceModule, index: int) -> int:
         previous, new_line = token, False
         cursor = signature_end = cursor + 1
     return signature_end
+
+
+def _read_generic_function(module: SourceModule, index: int) -> int:
+    """Record a ``func.func`` printed in generic form, ``"func.func"() <{..., sym_name =
+    "f"}> ({ ^bb0(%arg0: T, ...): ... }) : () -> ()``; return the index just past it.
+
+    Its body starts after the entry block's label, whose arguments are the function's
+    (a function without arguments may have no label).
+    """
+    tokens = module.tokens
+    cursor = module.significant(index + 1)
+    if not module.is_punct_at(cursor, "("):
+        raise module.error("expected '(' after \"func.func\"", tokens[index])
+    cursor = module.significant(module.closing(cursor) + 1)
+    name = None
+    if module.is_punct_at(cursor, "<"):
+        close = module.closing(cursor)
+        name = _string_property(module, cursor, close, "sym_name")
+        cursor = module.significant(close + 1)
+    if name is None or not module.is_punct_at(cursor, "("):
+        raise module.error("expected a function with a sym_name property and a region", tokens[index])
+    region_end = module.closing(cursor)
+    region_open = module.significant(cursor + 1, region_end)
+    if not module.is_punct_at(region_open, "{"):
+        raise module.error(f"expected the body of @{name}", tokens[cursor])
+    body_close = module.closing(region_open)
+    first = module.significant(region_open + 1, body_close)
+    if first >= body_close:
+        return region_end + 1  # a declaration: an empty region
+    body_open, arg_names = region_open, ()
+    if tokens[first].kind is TokenKind.CARET_ID:  # the entry block's label holds the arguments
+        args_open = module.significant(first + 1, body_close)
+        if module.is_punct_at(args_open, "("):
+            arg_names = _argument_names(module, args_open, module.closing(args_open), name)
+            body_open = module.significant(module.closing(args_open) + 1, body_close)
+        else:
+            body_open = args_open
+        if not module.is_punct_at(body_open, ":"):
+            raise module.error(f"expected ':' after the entry block label of @{name}", tokens[first])
+    module.functions.append(SurveyedFunction(name, arg_names, body_open, body_close))
+    return region_end + 1
+
+
+def _string_property(module: SourceModule, start: int, end: int, key: str) -> str | None:
+    """The value of ``key = "..."`` between tokens ``start`` and ``end``, if it is there."""
+    tokens = module.tokens
+    for cursor in range(start, end):
+        if tokens[cursor].kind is TokenKind.BARE_ID and tokens[cursor].text == key:
+            equals = module.significant(cursor + 1, end)
+            value = module.significant(equals + 1, end)
+            if module.is_punct_at(equals, "=") and value < end and tokens[value].kind is TokenKind.STRING:
+                return unquote(tokens[value])
+    return None
 
 
 def select_function(module: SourceModule, func_name: str | None) -> SurveyedFunction:

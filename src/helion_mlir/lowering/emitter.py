@@ -111,6 +111,8 @@ class Emitter:
         self.builder = builder
         self.location: str | None = None  # an MLIR location body, e.g. '"k.py":12:4'
         self._constant_scopes: list[dict[tuple[str, str], Scalar]] = [{}]
+        self.arguments: set[str] = set()  # SSA names of the function's arguments
+        self._narrowed_units: dict[str, int] = {}  # narrowed loop-carried values -> unit dims dropped
 
     # -- basics ----------------------------------------------------------------------------
     def fresh(self, hint: str = "v") -> str:
@@ -216,10 +218,70 @@ class Emitter:
         size = tensor.shape[axis]
         if size is not None:
             return size
+        if tensor.sizes is not None:
+            return tensor.sizes[axis]
         idx = self.index(axis)
         ssa = self.fresh("dim")
         self.op(f"{ssa} = tensor.dim {tensor.ssa}, {idx.ssa} : {tensor.type}")
         return Scalar(ssa, "index")
+
+    def restated(self, value: Tensor) -> tuple[Tensor, int]:
+        """``value`` with its sizes stated explicitly, for a loop to carry, and the number
+        of unit dimensions the carried form has (see :meth:`_carried_form`)."""
+        units = self._carried_form(value)
+        if units is None:
+            return value, 0
+        if units == 0:
+            sizes = [self.index(s) for s in value.sizes or [self.dim(value, a) for a in range(value.rank)]]
+            shape = self.fresh("shape")
+            self.op(f"{shape} = tensor.from_elements {', '.join(s.ssa for s in sizes)} : tensor<{value.rank}xindex>")
+            result = value.renamed(self.fresh("sized"))
+            self.op(f"{result.ssa} = tensor.reshape {value.ssa}({shape}) : ({value.type}, tensor<{value.rank}xindex>) -> {value.type}")
+            return result, 0
+        return self.widened(value, units), units
+
+    def widened(self, value: Tensor, units: int) -> Tensor:
+        """``value`` with ``units`` trailing unit dimensions (``tensor.expand_shape`` with
+        the sizes read at function entry)."""
+        sizes = value.sizes if value.sizes is not None else tuple(self.dim(value, a) for a in range(value.rank))
+        last = value.rank - 1
+        groups = ", ".join([f"[{a}]" for a in range(last)] + [f"[{', '.join(str(last + u) for u in range(units + 1))}]"])
+        shape = ", ".join([str(s) if isinstance(s, int) else s.ssa for s in sizes] + ["1"] * units)
+        result = Tensor(self.fresh("wide"), value.shape + (1,) * units, value.dtype, tuple(sizes) + (1,) * units)
+        self.op(f"{result.ssa} = tensor.expand_shape {value.ssa} [{groups}] output_shape [{shape}] : {value.type} into {result.type}")
+        return result
+
+    def narrowed(self, value: Tensor, units: int) -> Tensor:
+        """Undo :meth:`widened`: drop ``units`` trailing unit dimensions."""
+        rank = value.rank - units
+        groups = ", ".join([f"[{a}]" for a in range(rank - 1)] + [f"[{', '.join(str(rank - 1 + u) for u in range(units + 1))}]"])
+        sizes = value.sizes[:rank] if value.sizes is not None else None
+        result = Tensor(self.fresh("narrow"), value.shape[:rank], value.dtype, sizes)
+        self.op(f"{result.ssa} = tensor.collapse_shape {value.ssa} [{groups}] : {value.type} into {result.type}")
+        self._narrowed_units[result.ssa] = units
+        return result
+
+    def _carried_form(self, value: Value) -> int | None:
+        """How a loop carries ``value``: None as it is, 0 through a ``tensor.reshape`` to
+        its own shape, n > 0 with n trailing unit dimensions.
+
+        A loop's initial value that is a function argument carries its sizes; any other
+        dynamically shaped tensor (typically the iteration argument of an enclosing
+        loop) has them stated again with the sizes read at function entry, in a form no
+        canonicalization folds away: compilers that track the sizes of loop-carried
+        tensors from a loop's initial and yielded values, inner loops first (IREE), find
+        them there. A reshape to the same type states them when two or more sizes are
+        dynamic; with one dynamic size that reshape folds (the element count fixes the
+        size), so the loop carries the tensor with extra unit dimensions instead, one
+        more than the loop it comes from, so that no collapse meets its inverse expand.
+        Both are views after bufferization.
+        """
+        if not isinstance(value, Tensor) or value.ssa in self.arguments:
+            return None
+        dynamic = sum(1 for s in value.shape if s is None)
+        if dynamic == 0:
+            return None
+        return 0 if dynamic > 1 else self._narrowed_units.get(value.ssa, 0) + 1
 
     def elementwise(
         self,
@@ -347,26 +409,34 @@ class Emitter:
         have the types of ``carried``.
         """
         lower, upper, step = self.index(lower), self.index(upper), self.index(step)
+        restated = [self.restated(v) if isinstance(v, Tensor) else (v, 0) for v in carried]
+        inits = [r for r, _ in restated]
+        units = [u for _, u in restated]
         iv = Scalar(self.fresh("iv"), "index")
         iter_names = [self.fresh("it") for _ in carried]
-        types = [_type_of(v) for v in carried]
+        types = [_type_of(v) for v in inits]
         result = self.fresh(hint)
         header = f"scf.for {iv.ssa} = {lower.ssa} to {upper.ssa} step {step.ssa}"
         if carried:
-            inits = ", ".join(f"{n} = {v.ssa}" for n, v in zip(iter_names, carried))
+            init_text = ", ".join(f"{n} = {v.ssa}" for n, v in zip(iter_names, inits))
             results = f"{result}:{len(carried)}" if len(carried) > 1 else result
-            header = f"{results} = {header} iter_args({inits}) -> ({', '.join(types)})"
-        current = [_rebind(v, n) for v, n in zip(carried, iter_names)]
+            header = f"{results} = {header} iter_args({init_text}) -> ({', '.join(types)})"
         with self.region(header + " {"):
+            current = [
+                self.narrowed(_rebind(i, n), u) if u else _rebind(i, n)  # type: ignore[arg-type]
+                for i, n, u in zip(inits, iter_names, units)
+            ]
             nexts = list(body(iv, current))
             if len(nexts) != len(carried):
                 raise HelionMLIRError("loop body returned a different number of values than it carries")
             for n, v in zip(nexts, carried):
                 if _type_of(n) != _type_of(v):
                     raise HelionMLIRError(f"loop-carried value changes type: {_type_of(v)} -> {_type_of(n)}")
+            yields = [self.widened(n, u) if u else n for n, u in zip(nexts, units)]  # type: ignore[arg-type]
             if carried:
-                self.op(f"scf.yield {', '.join(v.ssa for v in nexts)} : {', '.join(types)}")
-        return _results(result, carried)
+                self.op(f"scf.yield {', '.join(v.ssa for v in yields)} : {', '.join(types)}")
+        finals = _results(result, inits)
+        return [self.narrowed(f, u) if u else f for f, u in zip(finals, units)]  # type: ignore[arg-type]
 
 
 def _type_of(value: Value) -> str:
@@ -375,7 +445,7 @@ def _type_of(value: Value) -> str:
 
 def _rebind(template: Value, ssa: str) -> Value:
     if isinstance(template, Tensor):
-        return Tensor(ssa, template.shape, template.dtype)
+        return template.renamed(ssa)
     return Scalar(ssa, template.type)
 
 

@@ -18,10 +18,18 @@ class Tensor:
     ssa: str
     shape: tuple[int | None, ...]
     dtype: torch.dtype
+    # The size of every dimension as values read at function entry (ints for static ones),
+    # when known: versions of a host tensor (loop-carried, stored into) keep the sizes of
+    # the argument they came from, so no size is ever read from a loop-carried value.
+    sizes: "tuple[Scalar | int, ...] | None" = None
 
     @property
     def type(self) -> str:
         return tensor_type(self.shape, self.dtype)
+
+    def renamed(self, ssa: str) -> "Tensor":
+        """The same tensor (shape, dtype, known sizes) under another SSA name."""
+        return dataclasses.replace(self, ssa=ssa)
 
     @property
     def rank(self) -> int:

@@ -2,8 +2,10 @@
 
 The kernel's own host code runs as Helion generated it (see :mod:`helion_mlir.runtime.host_code`);
 its device launch calls the emitted function, compiled to native code in-process
-(:mod:`helion_mlir.runtime.engine`), and the results are written back into the tensors the
-device code writes, so in-place arguments change exactly as with Helion.
+(:mod:`helion_mlir.runtime.engine`, ``runtime="jit"``) or by IREE
+(:mod:`helion_mlir.runtime.iree_engine`, ``runtime="iree"``), and the results are written
+back into the tensors the device code writes, so in-place arguments change exactly as with
+Helion.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from ..output_type import OutputType
 from .argument_checks import ArgumentChecks, describe_value
 from .engine import CompiledFunction, compile_module
 from .host_code import HostCode
+from .iree_engine import IreeFunction, compile_with_iree
 
-__all__ = ["CompiledKernel", "compile_kernel"]
+__all__ = ["RUNTIMES", "CompiledKernel", "compile_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +36,17 @@ log = logging.getLogger(__name__)
 COMPILED_KERNEL_CACHE_CAPACITY = 256
 _CACHE: "LRUCache[CompiledKernel]" = LRUCache(COMPILED_KERNEL_CACHE_CAPACITY)
 
+#: What runs the emitted function: torch-mlir's ExecutionEngine in-process, or IREE.
+RUNTIMES = ("jit", "iree")
+
 
 class CompiledKernel:
     """A Helion kernel compiled through MLIR; call it like the kernel.
 
-    With the fast pipeline (the default) the compiled code writes the tensors the device
-    code writes in place (see :class:`~helion_mlir.runtime.engine.CompiledFunction`), as
-    Helion's own launch does, so a call copies nothing back.
+    With the JIT runtime and the fast pipeline (the defaults) the compiled code writes the
+    tensors the device code writes in place (see
+    :class:`~helion_mlir.runtime.engine.CompiledFunction`), as Helion's own launch does,
+    so a call copies nothing back.
     """
 
     def __init__(
@@ -48,31 +55,31 @@ class CompiledKernel:
         *,
         output_type: OutputType | str,
         config: Any = None,
+        runtime: str = "jit",
         pipeline: str = "fast",
         threads: int | None = None,
     ) -> None:
         started = time.perf_counter()
         self.output_type = OutputType.parse(output_type)
+        self.runtime = _check_runtime(runtime)
         self.bound = bound
         self.config = resolve_config(bound, config)
         self.model = KernelModel(bound, self.config)
         self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config)
         self.emit_seconds = time.perf_counter() - started
-        self.function: CompiledFunction = compile_module(
-            self.mlir,
-            self.model.name,
-            output_type=self.output_type,
-            pipeline=pipeline,
-            threads=threads,
-            in_place=pipeline == "fast",
-        )
+        self.function: CompiledFunction | IreeFunction
+        if self.runtime == "iree":
+            self.function = compile_with_iree(self.mlir, self.model.name, output_type=self.output_type)
+        else:
+            self.function = compile_module(self.mlir, self.model.name, output_type=self.output_type,
+                                           pipeline=pipeline, threads=threads, in_place=pipeline == "fast")
         self.host = HostCode.from_bound(bound, self.config)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
         self._checks = ArgumentChecks(bound, self.model)
-        log.info("compiled kernel %s: emit %.0f ms, compile %.0f ms (%s pipeline, %d thread(s))", self.model.name,
-                 self.emit_seconds * 1e3, self.compile_seconds * 1e3, pipeline, self.function.threads)
+        log.info("compiled kernel %s (%s, %s pipeline, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
+                 self.runtime, pipeline, threads or "default", self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
     @property
     def name(self) -> str:
@@ -121,32 +128,42 @@ class CompiledKernel:
         self._checks.check(self._checks.normalize(args, kwargs or {}))
 
 
+def _check_runtime(runtime: str) -> str:
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown runtime {runtime!r}; expected one of {', '.join(RUNTIMES)}")
+    return runtime
+
+
 def compile_kernel(
     kernel: Any,
     args: tuple[Any, ...] | None = None,
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
+    runtime: str = "jit",
     pipeline: str = "fast",
     threads: int | None = None,
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
 
-    ``pipeline`` is ``"fast"`` (parallel tiles on ``threads`` workers, default
+    ``runtime`` is ``"jit"`` (torch-mlir's ExecutionEngine, in-process) or ``"iree"``
+    (``iree-compile`` for llvm-cpu and IREE's runtime; needs ``iree-base-compiler`` and
+    ``iree-base-runtime``). Both run the same host code with the same argument checks.
+    For the JIT, ``pipeline`` is ``"fast"`` (parallel tiles on ``threads`` workers, default
     ``torch.get_num_threads()``, vectorized tile bodies) or ``"plain"`` (sequential scalar
     loops; see :data:`~helion_mlir.runtime.engine.PIPELINES`). Compiled kernels are cached
     per bound kernel (Helion binds one per specialization of the arguments), config,
-    output type, pipeline and thread count (the most recently used
+    output type, runtime, pipeline and thread count (the most recently used
     :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     cfg = resolve_config(bound, config)
     threads = 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
-    key = (id(bound), repr(cfg), kind, pipeline, threads)
+    key = (id(bound), repr(cfg), kind, _check_runtime(runtime), pipeline, threads)
     cached = _CACHE.get(key)
     if cached is not None and cached.bound is bound:  # an id may be reused
         return cached
-    compiled = CompiledKernel(bound, output_type=kind, config=cfg, pipeline=pipeline, threads=threads)
+    compiled = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime, pipeline=pipeline, threads=threads)
     _CACHE.put(key, compiled)
     return compiled

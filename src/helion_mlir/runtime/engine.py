@@ -27,9 +27,9 @@ from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from ..verify import parse_module
 from .fast_pipeline import lower_fast
-from .low_precision import accepts_dtype, emulate_low_precision_floats, pack_pairs, unpack_pairs
+from .low_precision import emulate_low_precision_floats, pack_pairs, unpack_pairs
 from .openmp import openmp_library
-from .params import Param, ScalarParam, TensorParam
+from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor
 from .pipeline import (
     BUFFERIZE_STEPS,
     JIT_OPT_LEVEL,
@@ -234,7 +234,7 @@ class CompiledFunction:
         for index, param, static_dims in self._checks:
             value = args[index]
             if param is None:  # a scalar
-                cells[index].value = self._check_scalar(index, self.params[index], value)  # type: ignore[union-attr]
+                cells[index].value = check_scalar(self._where(index), self.params[index], value)  # type: ignore[arg-type,union-attr]
                 continue
             if not (
                 isinstance(value, torch.Tensor)
@@ -244,7 +244,7 @@ class CompiledFunction:
                 and (value.shape == static_dims if static_dims is not None else value.dim() == param.rank)
                 and value.is_contiguous()
             ):  # not the common case: full checks, a contiguous copy or unpacked pairs when needed
-                value = self._check_tensor(index, param, value)
+                value = check_tensor(self._where(index), param, value)
                 if param.dtype in PACKED_PAIR_DTYPES:
                     value = unpack_pairs(value)
                 passed[index] = value
@@ -285,47 +285,6 @@ class CompiledFunction:
 
     def _where(self, index: int) -> str:
         return f"argument #{index} ({self.params[index].mlir_type}) of @{self.func_name}"
-
-    def _check_tensor(self, index: int, param: TensorParam, value: object) -> torch.Tensor:
-        if not isinstance(value, torch.Tensor):
-            raise ArgumentError(
-                f"{self._where(index)}: expected a torch.Tensor, got {type(value).__name__}"
-            )
-        problem = None
-        if value.device.type != "cpu":
-            problem = f"expected a CPU tensor, got one on {value.device}"
-        elif value.layout != torch.strided:
-            problem = f"expected a dense tensor, got layout {value.layout}"
-        elif not accepts_dtype(param.dtype, value.dtype):
-            problem = f"expected dtype {param.dtype}, got {value.dtype}"
-        elif value.dim() != param.rank - (param.dtype in PACKED_PAIR_DTYPES):
-            problem = f"expected rank {param.rank}, got shape {tuple(value.shape)}"
-        else:
-            for dim, (expected, actual) in enumerate(zip(param.dims, value.shape)):
-                if expected is not None and expected != actual:
-                    problem = f"dimension {dim} must be {expected}, got shape {tuple(value.shape)}"
-                    break
-        if problem is not None:
-            raise ArgumentError(f"{self._where(index)}: {problem}")
-        # Identity-layout memrefs describe a dense row-major buffer.
-        return value if value.is_contiguous() else value.contiguous()
-
-    def _check_scalar(self, index: int, param: ScalarParam, value: object) -> int | float | bool:
-        # bool is an int to Python; an integer parameter must not silently take a flag.
-        if not isinstance(value, param.accepted) or (
-            isinstance(value, bool) and bool not in param.accepted
-        ):
-            expected = " or ".join(t.__name__ for t in param.accepted)
-            raise ArgumentError(
-                f"{self._where(index)}: expected {expected}, got {type(value).__name__}"
-            )
-        if param.accepted == (int,):
-            bits = ctypes.sizeof(param.ctype) * 8
-            if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):  # type: ignore[operator]
-                raise ArgumentError(
-                    f"{self._where(index)}: {value} does not fit in {param.mlir_type}"
-                )
-        return value  # type: ignore[return-value]
 
     def _take_results(self, results: ctypes.Structure, passed: Sequence[object]) -> tuple[torch.Tensor, ...]:
         """Copy every returned result into a new tensor, then free the buffers the code allocated."""

@@ -35,9 +35,9 @@ import torch
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
-from ..mlir_types import LOW_PRECISION_FLOATS, PACKED_PAIR_DTYPES
+from ..mlir_types import LOW_PRECISION_FLOATS
 
-__all__ = ["accepts_dtype", "emulate_low_precision_floats", "pack_pairs", "unpack_pairs"]
+__all__ = ["emulate_low_precision_floats", "pack_pairs", "unpack_pairs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,13 +251,6 @@ def _replace_with_call(op: ir.Operation, kind: str, type_: str) -> set[tuple[str
     op.results[0].replace_all_uses_with(result)
     op.erase()
     return used
-
-
-def accepts_dtype(expected: torch.dtype, given: torch.dtype) -> bool:
-    """Whether a tensor of ``given`` dtype may stand for a parameter of ``expected`` dtype:
-    the same, or uint8 bytes for a signless i8 or a packed parameter (Helion's host code
-    passes float4_e2m1fn_x2 tensors as ``.view(torch.uint8)``)."""
-    return given == expected or (given == torch.uint8 and (expected == torch.int8 or expected in PACKED_PAIR_DTYPES))
 
 
 def unpack_pairs(tensor: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,6 @@
-"""What crosses the boundary of a compiled function: tensor and scalar parameters and
-how each scalar type is passed through ctypes."""
+"""What crosses the boundary of a compiled function: tensor and scalar parameters, how
+each scalar type is passed through ctypes, and the checks every runtime applies to the
+arguments before anything runs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import ctypes
 from dataclasses import dataclass, field
 
 import torch
+
+from ..errors import ArgumentError
+from ..mlir_types import PACKED_PAIR_DTYPES
 
 # MLIR scalar type -> (ctypes type it is passed as, Python types accepted for it).
 SCALAR_KINDS: dict[str, tuple[type, tuple[type, ...]]] = {
@@ -44,3 +48,48 @@ class ScalarParam:
 
 
 Param = TensorParam | ScalarParam
+
+
+def accepts_dtype(expected: torch.dtype, given: torch.dtype) -> bool:
+    """Whether a tensor of ``given`` dtype may stand for a parameter of ``expected`` dtype:
+    the same, or uint8 bytes for a signless i8 or a packed parameter (Helion's host code
+    passes float4_e2m1fn_x2 tensors as ``.view(torch.uint8)``)."""
+    return given == expected or (given == torch.uint8 and (expected == torch.int8 or expected in PACKED_PAIR_DTYPES))
+
+
+def check_tensor(where: str, param: TensorParam, value: object) -> torch.Tensor:
+    """``value`` as a dense row-major CPU tensor of ``param``'s type (a contiguous copy
+    when it is not), or :class:`~helion_mlir.errors.ArgumentError` naming ``where``."""
+    if not isinstance(value, torch.Tensor):
+        raise ArgumentError(f"{where}: expected a torch.Tensor, got {type(value).__name__}")
+    problem = None
+    if value.device.type != "cpu":
+        problem = f"expected a CPU tensor, got one on {value.device}"
+    elif value.layout != torch.strided:
+        problem = f"expected a dense tensor, got layout {value.layout}"
+    elif not accepts_dtype(param.dtype, value.dtype):
+        problem = f"expected dtype {param.dtype}, got {value.dtype}"
+    elif value.dim() != param.rank - (param.dtype in PACKED_PAIR_DTYPES):
+        problem = f"expected rank {param.rank}, got shape {tuple(value.shape)}"
+    else:
+        for dim, (expected, actual) in enumerate(zip(param.dims, value.shape)):
+            if expected is not None and expected != actual:
+                problem = f"dimension {dim} must be {expected}, got shape {tuple(value.shape)}"
+                break
+    if problem is not None:
+        raise ArgumentError(f"{where}: {problem}")
+    return value if value.is_contiguous() else value.contiguous()
+
+
+def check_scalar(where: str, param: ScalarParam, value: object) -> int | float | bool:
+    """``value`` if it is a number ``param`` can take, or
+    :class:`~helion_mlir.errors.ArgumentError` naming ``where``."""
+    # bool is an int to Python; an integer parameter must not silently take a flag.
+    if not isinstance(value, param.accepted) or (isinstance(value, bool) and bool not in param.accepted):
+        expected = " or ".join(t.__name__ for t in param.accepted)
+        raise ArgumentError(f"{where}: expected {expected}, got {type(value).__name__}")
+    if param.accepted == (int,):
+        bits = ctypes.sizeof(param.ctype) * 8
+        if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):  # type: ignore[operator]
+            raise ArgumentError(f"{where}: {value} does not fit in {param.mlir_type}")
+    return value  # type: ignore[return-value]

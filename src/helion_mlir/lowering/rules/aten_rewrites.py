@@ -31,7 +31,14 @@ from ...mlir_types import element_type
 from ...output_type import OutputType
 from ..registry import register_lowering
 from ..values import Scalar, Tensor
-from .aten import import_aten_call, input_values, lower_aten_op, traced_call, twin_node, zero_dim_tensor
+from .aten import (
+    import_aten_call,
+    input_values,
+    lower_aten_op,
+    traced_call,
+    twin_node,
+    zero_dim_tensor,
+)
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor

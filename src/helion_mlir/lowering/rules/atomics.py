@@ -23,6 +23,7 @@ from .memory import (
     pad_to_tile,
     resolve_index,
     scatter,
+    specialized_sizes,
     valid_region,
     value_to_store,
 )
@@ -66,7 +67,8 @@ def _lower_atomic(kind: str) -> Callable[["IRVisitor", fx.Node], Tensor | None]:
         name, dest = host_operand(v, node.args[0])
         value_arg = node.args[2]
         meta = value_arg.meta.get("val") if isinstance(value_arg, fx.Node) else None
-        accesses = resolve_index(v, dest, node.args[1], list(meta.shape) if isinstance(meta, torch.Tensor) else None)
+        accesses = resolve_index(v, dest, node.args[1], list(meta.shape) if isinstance(meta, torch.Tensor) else None,
+                                 specialized_sizes(v, name, dest))
         if any(a.kind == "newaxis" for a in accesses):
             raise HelionMLIRError("atomics through a None (new axis) index are not supported")
         value = value_to_store(v, value_arg, dest, accesses)

@@ -346,7 +346,7 @@ def template_of_meta(v: "IRVisitor", meta: Any) -> Value:
 
 def _rebind(template: Value, result: str, i: int, n: int) -> Value:
     ssa = result if n == 1 else f"{result}#{i}"
-    return Tensor(ssa, template.shape, template.dtype) if isinstance(template, Tensor) else Scalar(ssa, template.type)
+    return template.renamed(ssa) if isinstance(template, Tensor) else Scalar(ssa, template.type)
 
 
 @register_lowering(_tracing_ops._while_loop)
@@ -393,7 +393,7 @@ def lower_while_loop(v: "IRVisitor", node: fx.Node) -> list[Any]:
 
 
 def _rebind_named(template: Value, ssa: str) -> Value:
-    return Tensor(ssa, template.shape, template.dtype) if isinstance(template, Tensor) else Scalar(ssa, template.type)
+    return template.renamed(ssa) if isinstance(template, Tensor) else Scalar(ssa, template.type)
 
 
 def _condition_value(v: "IRVisitor", value: Any) -> Scalar:

@@ -62,8 +62,29 @@ def host_operand(v: "IRVisitor", arg: Any) -> tuple[str, Tensor]:
     return ref.name, v.state[ref.name]
 
 
-def resolve_index(v: "IRVisitor", host: Tensor, index: Sequence[Any], value_shape: Sequence[Any] | None) -> list[DimAccess]:
-    """One :class:`DimAccess` per index entry (``None`` entries included)."""
+def specialized_sizes(v: "IRVisitor", name: str, host: Tensor) -> tuple[int | None, ...]:
+    """The sizes Helion fixed for a host tensor's dims (``hl.specialize`` under
+    ``static_shapes=False`` leaves the function's dim dynamic but the size known)."""
+    fake = next((a.fake for a in v.model.args if a.name == name), None)
+    if not isinstance(fake, torch.Tensor) or fake.dim() != host.rank:
+        return (None,) * host.rank
+    return tuple(_fixed_size(size) for size in fake.shape)
+
+
+def _fixed_size(size: Any) -> int | None:
+    """An int size, or the number a symbolic size was specialized to, else None."""
+    if isinstance(size, int):
+        return size
+    expr = size.node.expr
+    fixed = size.node.shape_env.replacements.get(expr, expr)
+    return int(fixed) if getattr(fixed, "is_Integer", False) else None
+
+
+def resolve_index(v: "IRVisitor", host: Tensor, index: Sequence[Any], value_shape: Sequence[Any] | None,
+                  known_sizes: Sequence[int | None] = ()) -> list[DimAccess]:
+    """One :class:`DimAccess` per index entry (``None`` entries included); ``known_sizes``
+    are host dims of a dynamic type whose size is nevertheless fixed (see
+    :func:`specialized_sizes`)."""
     accesses: list[DimAccess] = []
     host_dim = 0
     value_dim = 0
@@ -81,7 +102,8 @@ def resolve_index(v: "IRVisitor", host: Tensor, index: Sequence[Any], value_shap
         if host_dim >= host.rank:
             raise HelionMLIRError(f"too many indices for a tensor of rank {host.rank}")
         if isinstance(entry, slice):
-            accesses.append(_slice_access(v, host, host_dim, entry, value_size_symbol()))
+            known = known_sizes[host_dim] if host_dim < len(known_sizes) else None
+            accesses.append(_slice_access(v, host, host_dim, entry, value_size_symbol(), known))
             host_dim += 1
             value_dim += 1
             continue
@@ -110,7 +132,8 @@ def resolve_index(v: "IRVisitor", host: Tensor, index: Sequence[Any], value_shap
             continue
         raise HelionMLIRError(f"unsupported index entry {entry!r}")
     while host_dim < host.rank:  # trailing dims not indexed: whole dims
-        accesses.append(_slice_access(v, host, host_dim, slice(None), None))
+        known = known_sizes[host_dim] if host_dim < len(known_sizes) else None
+        accesses.append(_slice_access(v, host, host_dim, slice(None), None, known))
         host_dim += 1
     return accesses
 
@@ -135,15 +158,16 @@ def _add_size(v: "IRVisitor", host: Tensor, axis: int, negative: int) -> Scalar 
     return v.ops.binary("arith.addi", size, v.ops.index(negative))
 
 
-def _slice_access(v: "IRVisitor", host: Tensor, axis: int, sl: slice, size_symbol: Any) -> DimAccess:
+def _slice_access(v: "IRVisitor", host: Tensor, axis: int, sl: slice, size_symbol: Any,
+                  known_size: int | None = None) -> DimAccess:
     block_id = v.model.block_id_of(size_symbol)
     if sl == slice(None) and block_id is not None and block_id in v.tiles:
         tile = v.tiles[block_id]
         return DimAccess("slice", tile.offset, tile.extent, tile.size)
     dim_size = v.ops.dim(host, axis)
     if sl == slice(None):
-        if not isinstance(dim_size, int) and isinstance(size_symbol, int):
-            dim_size = size_symbol  # Helion specialized this dynamic host dim (hl.specialize)
+        if not isinstance(dim_size, int) and known_size is not None:
+            dim_size = known_size  # Helion specialized this dynamic host dim (hl.specialize)
         return DimAccess("slice", 0, dim_size, dim_size if isinstance(dim_size, int) else None)
     if not isinstance(dim_size, int):
         raise HelionMLIRError("static slices of dynamic dimensions are not supported")
@@ -421,9 +445,10 @@ def lower_load(v: "IRVisitor", node: fx.Node) -> Tensor:
     source = v.value(node.args[0])
     if isinstance(source, Tensor):  # indexing a device value, e.g. tile.index[:, None]
         return subscript_value(v, source, list(node.args[1]))
-    _name, host = host_operand(v, node.args[0])
+    name, host = host_operand(v, node.args[0])
     val = node.meta.get("val")
-    accesses = resolve_index(v, host, node.args[1], list(val.shape) if isinstance(val, torch.Tensor) else None)
+    accesses = resolve_index(v, host, node.args[1], list(val.shape) if isinstance(val, torch.Tensor) else None,
+                             specialized_sizes(v, name, host))
     value = load_value(v, host, accesses)
     extra_mask = node.args[2] if len(node.args) > 2 else None
     return _apply_extra_mask(v, value, extra_mask)
@@ -466,7 +491,7 @@ def insert_valid(v: "IRVisitor", dest: Tensor, valid: Tensor, accesses: Sequence
     offsets = ", ".join(_static(a.offset) for a in hosts)
     sizes = ", ".join(_static(a.extent) if a.kind == "slice" else "1" for a in hosts)
     strides = ", ".join(str(a.step) if a.kind == "slice" else "1" for a in hosts)
-    result = Tensor(v.ops.fresh("stored"), dest.shape, dest.dtype)
+    result = dest.renamed(v.ops.fresh("stored"))
     v.ops.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {dest.ssa}[{offsets}] [{sizes}] [{strides}] : {valid.type} into {dest.type}")
     return result
 
@@ -487,7 +512,8 @@ def lower_store(v: "IRVisitor", node: fx.Node) -> None:
     index = node.args[1]
     value_node = node.args[2]
     value_meta = value_node.meta.get("val") if isinstance(value_node, fx.Node) else None
-    accesses = resolve_index(v, dest, index, list(value_meta.shape) if isinstance(value_meta, torch.Tensor) else None)
+    accesses = resolve_index(v, dest, index, list(value_meta.shape) if isinstance(value_meta, torch.Tensor) else None,
+                             specialized_sizes(v, name, dest))
     if any(a.kind == "newaxis" for a in accesses):
         raise HelionMLIRError("stores through a None (new axis) index are not supported")
     extra_mask = node.args[3] if len(node.args) > 3 else None
@@ -571,7 +597,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
             combined = keep
         stored = v.ops.fresh("ins")
         v.ops.op(f"{stored} = tensor.insert {combined} into {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
-        updated = [Tensor(stored, cur_dest.shape, cur_dest.dtype)]
+        updated = [cur_dest.renamed(stored)]
         if keep_old:
             cur_olds = carried[1]
             rec = v.ops.fresh("rec")

@@ -1,0 +1,281 @@
+"""Run an emitted MLIR module through IREE instead of torch-mlir's ExecutionEngine.
+
+IREE is the MLIR compiler most downstream users take modules to, so running our
+modules through it checks that they are what they claim to be: plain upstream dialects
+with tensor value semantics that another MLIR stack compiles and runs as is.
+
+The module is compiled by ``iree-compile`` (from ``iree-base-compiler``) for the
+``llvm-cpu`` backend and this machine's CPU, with the input type of its output type
+(:data:`INPUT_TYPES`) and otherwise IREE's default options, the flags a user would
+pass (:data:`IREE_COMPILE_FLAGS`). The compiler runs in a subprocess: a crash in it is
+reported as an error instead of taking the caller down. The compiled module runs on
+``iree-base-runtime``'s ``local-task`` device.
+
+Arguments are checked exactly as for the ExecutionEngine (:mod:`.params`). Tensors cross
+as raw bytes (bf16, f16 and bool included) into buffers whose element type is the
+MLIR one. IREE demotes f64 to f32 by default, at the function boundary too: f64
+tensors and scalars go in as f32 and f64 results come back from f32.
+
+IREE is an optional dependency (the ``test`` extra installs it); without it,
+:func:`compile_with_iree` raises :class:`~helion_mlir.errors.ExecutionError` saying how
+to install it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import ArgumentError, ExecutionError
+from ..lru_cache import LRUCache
+from ..mlir_context import mlir_session
+from ..output_type import OutputType
+from ..verify import parse_module
+from .params import Param, TensorParam, check_scalar, check_tensor
+from .pipeline import ModuleLowering
+
+try:  # optional: pip install iree-base-compiler iree-base-runtime
+    import iree.runtime as iree_runtime
+    from iree.compiler.tools.binaries import find_tool
+except ImportError:  # pragma: no cover - exercised only where IREE is missing
+    iree_runtime = None
+
+__all__ = ["INPUT_TYPES", "IREE_COMPILE_FLAGS", "IreeFunction", "compile_with_iree", "iree_available"]
+
+log = logging.getLogger(__name__)
+
+#: ``--iree-input-type`` for each output type: linalg-on-tensors is IREE's own input,
+#: raw goes through IREE's bundled torch-mlir input conversion.
+INPUT_TYPES: dict[OutputType, str] = {
+    OutputType.LINALG_ON_TENSORS: "auto",
+    OutputType.TOSA: "tosa",
+    OutputType.STABLEHLO: "stablehlo",
+    OutputType.RAW: "torch",
+}
+
+#: The flags that select the CPU backend for this machine; everything else is IREE's default.
+IREE_COMPILE_FLAGS: tuple[str, ...] = (
+    "--iree-hal-target-device=local",
+    "--iree-hal-local-target-device-backends=llvm-cpu",
+    "--iree-llvmcpu-target-cpu=host",
+)
+
+# Seconds iree-compile may take: generous, a big tiled kernel compiles in a few seconds.
+_COMPILE_TIMEOUT = 600
+_INSTALL_HINT = "pip install iree-base-compiler==3.13.0 iree-base-runtime==3.13.0"
+
+# torch dtype -> (dtype the bytes travel as, IREE element type name). f64 is demoted.
+_ELEMENT_TYPES: dict[torch.dtype, tuple[torch.dtype, str]] = {
+    torch.float64: (torch.float32, "FLOAT_32"),
+    torch.float32: (torch.float32, "FLOAT_32"),
+    torch.float16: (torch.float16, "FLOAT_16"),
+    torch.bfloat16: (torch.bfloat16, "BFLOAT_16"),
+    torch.int64: (torch.int64, "INT_64"),
+    torch.int32: (torch.int32, "INT_32"),
+    torch.int16: (torch.int16, "INT_16"),
+    torch.int8: (torch.int8, "INT_8"),
+    torch.uint8: (torch.uint8, "INT_8"),
+    torch.bool: (torch.bool, "BOOL_8"),
+}
+
+
+def iree_available() -> bool:
+    """Whether IREE's compiler and runtime packages are installed."""
+    return iree_runtime is not None
+
+
+class _Device:
+    """The process's IREE VM instance and ``local-task`` device, made on first use."""
+
+    _lock = threading.Lock()
+    _made: "tuple[Any, Any] | None" = None
+    _functions: "weakref.WeakSet[IreeFunction]" = weakref.WeakSet()
+
+    @classmethod
+    def get(cls) -> tuple[Any, Any]:
+        with cls._lock:
+            if cls._made is None:
+                instance = iree_runtime.VmInstance()
+                cls._made = (instance, iree_runtime.get_driver("local-task").create_default_device())
+            return cls._made
+
+    @classmethod
+    def release(cls) -> None:
+        """Drop every IREE object before the interpreter exits (IREE's bindings report
+        objects still alive at exit as leaks)."""
+        for function in list(cls._functions):
+            function.release()
+        _CACHE.clear()
+        cls._made = None
+
+
+atexit.register(_Device.release)
+
+
+class IreeFunction:
+    """An emitted function compiled by IREE; call it like a
+    :class:`~helion_mlir.runtime.engine.CompiledFunction`: CPU tensors and numbers in, a
+    tuple of new tensors (the function's results) out.
+
+    Calls on one function are serialized (one VM context holds its state).
+    """
+
+    def __init__(
+        self,
+        vmfb: bytes,
+        func_name: str,
+        output_type: OutputType,
+        params: tuple[Param, ...],
+        results: tuple[TensorParam, ...],
+        *,
+        compile_seconds: float,
+    ) -> None:
+        instance, self._device = _Device.get()
+        module = iree_runtime.VmModule.copy_buffer(instance, vmfb)
+        self._context = iree_runtime.VmContext(instance, [iree_runtime.create_hal_module(instance, self._device), module])
+        self._function = module.lookup_function(func_name)
+        if self._function is None:
+            raise ExecutionError(f"IREE's module exports no @{func_name} (it has: {', '.join(module.function_names)})",
+                                 func_name=func_name, output_type=output_type.value)
+        self._lock = threading.Lock()
+        _Device._functions.add(self)
+        self.func_name = func_name
+        self.output_type = output_type
+        self.params = params
+        self.results = results
+        self.compile_seconds = compile_seconds
+
+    @property
+    def signature(self) -> str:
+        """The tensor-level type the arguments are checked against."""
+        args = ", ".join(p.mlir_type for p in self.params)
+        results = ", ".join(r.mlir_type for r in self.results)
+        return f"@{self.func_name}({args}) -> ({results})"
+
+    def release(self) -> None:
+        """Drop the VM context and device; the function cannot be called afterwards."""
+        self._context = self._function = self._device = None
+
+    def __repr__(self) -> str:
+        return f"IreeFunction({self.signature}, output_type='{self.output_type.value}')"
+
+    def __call__(self, *args: torch.Tensor | int | float | bool) -> tuple[torch.Tensor, ...]:
+        """Run the function on ``args`` and return its results as new tensors.
+
+        Raises :class:`~helion_mlir.errors.ArgumentError`, before anything runs, when the
+        arguments do not match the signature, and :class:`~helion_mlir.errors.ExecutionError`
+        when IREE's runtime reports an error.
+        """
+        if len(args) != len(self.params):
+            raise ArgumentError(f"{self.signature} takes {len(self.params)} argument(s), got {len(args)}")
+        inputs = iree_runtime.VmVariantList(len(args))
+        keep_alive = []
+        for index, (param, value) in enumerate(zip(self.params, args)):
+            where = f"argument #{index} ({param.mlir_type}) of @{self.func_name}"
+            if isinstance(param, TensorParam):
+                view = self._buffer_view(check_tensor(where, param, value))
+                keep_alive.append(view)
+                inputs.push_ref(view.ref)
+            elif param.mlir_type in ("f32", "f64"):
+                inputs.push_float(float(check_scalar(where, param, value)))
+            else:
+                inputs.push_int(int(check_scalar(where, param, value)))
+        outputs = iree_runtime.VmVariantList(len(self.results))
+        with self._lock:
+            try:
+                self._context.invoke(self._function, inputs, outputs)
+            except Exception as err:  # IREE maps its status codes to several exception types
+                raise ExecutionError(f"IREE's runtime failed: {err}", func_name=self.func_name,
+                                     output_type=self.output_type.value) from None
+        return tuple(_to_tensor(outputs.get_as_object(i, iree_runtime.HalBufferView), r)
+                     for i, r in enumerate(self.results))
+
+    def _buffer_view(self, tensor: torch.Tensor) -> Any:
+        storage, element_type = _ELEMENT_TYPES[tensor.dtype]
+        raw = tensor.to(storage).reshape(-1).view(torch.uint8).numpy()
+        buffer = self._device.allocator.allocate_buffer_copy(
+            memory_type=iree_runtime.MemoryType.DEVICE_LOCAL,
+            allowed_usage=iree_runtime.BufferUsage.DEFAULT,
+            device=self._device,
+            buffer=raw,
+        )
+        return iree_runtime.HalBufferView(buffer, list(tensor.shape), getattr(iree_runtime.HalElementType, element_type))
+
+
+def _to_tensor(view: Any, param: TensorParam) -> torch.Tensor:
+    """A new tensor of ``param``'s dtype holding a result buffer's elements."""
+    storage, _ = _ELEMENT_TYPES[param.dtype]
+    shape = list(view.shape)
+    if view.byte_length == 0:
+        return torch.empty(shape, dtype=param.dtype)
+    raw = np.array(view.map().asarray([view.byte_length], np.dtype(np.uint8)))
+    return torch.from_numpy(raw).view(storage).reshape(shape).to(param.dtype)
+
+
+# Each entry holds a VM context with its compiled module; the least recently used go first.
+IREE_FUNCTION_CACHE_CAPACITY = 64
+_CACHE: "LRUCache[IreeFunction]" = LRUCache(IREE_FUNCTION_CACHE_CAPACITY)
+
+
+def compile_with_iree(
+    module_text: str,
+    func_name: str,
+    *,
+    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    extra_flags: Sequence[str] = (),
+) -> IreeFunction:
+    """Compile ``@func_name`` of ``module_text`` with IREE for this CPU.
+
+    Cached on the module text, function name, output type and flags (the most recently
+    used :data:`IREE_FUNCTION_CACHE_CAPACITY`). Raises
+    :class:`~helion_mlir.errors.MLIRVerificationError` when the text does not parse and
+    :class:`~helion_mlir.errors.ExecutionError` when IREE is not installed or
+    ``iree-compile`` rejects the module (quoting its errors).
+    """
+    kind = OutputType.parse(output_type)
+    if not iree_available():
+        raise ExecutionError(f"IREE is not installed ({_INSTALL_HINT})", func_name=func_name, output_type=kind.value)
+    flags = (f"--iree-input-type={INPUT_TYPES[kind]}", *IREE_COMPILE_FLAGS, *extra_flags)
+    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, kind, flags)
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    with mlir_session() as (_ctx, diagnostics):
+        lowering = ModuleLowering(parse_module(module_text, what=f"module holding @{func_name}"),
+                                  func_name, kind, diagnostics)
+        params, results = lowering.signature()
+    started = time.perf_counter()
+    try:
+        done = subprocess.run([find_tool("iree-compile"), "-", "-o", "-", *flags], input=module_text.encode(),
+                              capture_output=True, timeout=_COMPILE_TIMEOUT, check=False)
+    except subprocess.TimeoutExpired:
+        raise ExecutionError(f"iree-compile took longer than {_COMPILE_TIMEOUT} s", func_name=func_name,
+                             output_type=kind.value) from None
+    if done.returncode != 0:
+        raise ExecutionError(f"iree-compile {' '.join(flags)} failed (exit status {done.returncode})",
+                             func_name=func_name, output_type=kind.value,
+                             diagnostics=_compiler_errors(done.stderr.decode(errors="replace")))
+    seconds = time.perf_counter() - started
+    log.debug("@%s (%s): compiled by IREE in %.0f ms", func_name, kind.value, seconds * 1e3)
+    compiled = IreeFunction(done.stdout, func_name, kind, params, results, compile_seconds=seconds)
+    _CACHE.put(key, compiled)
+    return compiled
+
+
+def _compiler_errors(stderr: str, limit: int = 8) -> list[str]:
+    """iree-compile's error lines (each with the source line it points to), at most ``limit``."""
+    lines = stderr.splitlines()
+    errors = [line for line in lines if ": error:" in line]
+    if not errors:
+        return [stderr.strip()[-2000:] or "no diagnostics (the compiler exited without a message)"]
+    return errors[:limit] + ([f"... and {len(errors) - limit} more"] if len(errors) > limit else [])
