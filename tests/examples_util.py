@@ -23,6 +23,16 @@ EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 SHAPE_KINDS = ("divisible", "ragged")
 
 
+# Documented exceptions (docs/lowering.md): torch-mlir lowerings that compute other numbers
+# than torch, whichever compiler runs them; tests pin them so that a fix upstream shows up
+# as an unexpected pass.
+KNOWN_NUMERIC_GAPS = {
+    ("fp8_quantize", "tosa"): "torch-mlir lowers x / s to x * reciprocal(s) in tosa: one f32 ulp off, which moves "
+    "a few values across an fp8 rounding boundary",
+    ("int_divmod", "stablehlo"): "torch-mlir lowers aten.remainder to stablehlo.remainder (truncated, not floored)",
+}
+
+
 def example_paths() -> list[Path]:
     """The example files, sorted; ``_``-prefixed helpers are not examples."""
     return sorted(p for p in EXAMPLES_DIR.glob("*.py") if not p.name.startswith("_"))
@@ -73,6 +83,20 @@ def example_call(module: ModuleType, shape: str = "divisible") -> tuple[tuple[An
     example defines it) an example calls its kernel with."""
     make_kwargs = getattr(module, "make_kwargs", None)
     return tuple(module.make_args(shape)), (make_kwargs(shape) if make_kwargs is not None else {})
+
+
+def assert_matches(got: Any, expected: Any, tolerance: dict[str, float], where: str = "result") -> None:
+    """``got`` has ``expected``'s structure, dtypes and shapes, and its values within ``tolerance``."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(got, (tuple, list)) and len(got) == len(expected), where
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_matches(g, e, tolerance, f"{where}[{i}]")
+        return
+    assert isinstance(got, torch.Tensor), f"{where}: got {type(got).__name__}"
+    assert got.shape == expected.shape and got.dtype == expected.dtype, (
+        f"{where}: got {got.dtype}{tuple(got.shape)}, expected {expected.dtype}{tuple(expected.shape)}"
+    )
+    torch.testing.assert_close(got, expected, msg=lambda m: f"{where}: {m}", **tolerance, equal_nan=True)
 
 
 def bound_args(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

@@ -9,6 +9,8 @@ import helion
 import pytest
 import torch
 from examples_util import (
+    KNOWN_NUMERIC_GAPS,
+    assert_matches,
     bound_args,
     clone_kwargs,
     example_call,
@@ -24,13 +26,6 @@ from helion_mlir.runtime.compiled_kernel import compile_kernel
 
 OUTPUT_TYPES = [t.value for t in OutputType]
 
-# Documented exceptions (docs/lowering.md): torch-mlir behaviour, pinned so that a fix
-# upstream shows up as an unexpected pass.
-KNOWN_NUMERIC_GAPS = {
-    ("fp8_quantize", "tosa"): "torch-mlir lowers x / s to x * reciprocal(s) in tosa: one f32 ulp off, which moves "
-    "a few values across an fp8 rounding boundary",
-    ("int_divmod", "stablehlo"): "torch-mlir lowers aten.remainder to stablehlo.remainder (truncated, not floored)",
-}
 KNOWN_RUN_GAPS = {
     ("int_divmod", "raw"): "the bundled MLIR cannot legalize torch.aten.fmod.Scalar with a runtime divisor",
 }
@@ -40,19 +35,6 @@ HELION_NEEDS_STATIC_SHAPES = {"group_norm"}
 
 def _clone(args: tuple[Any, ...]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-
-
-def assert_matches(got: Any, expected: Any, tolerance: dict[str, float], where: str) -> None:
-    if isinstance(expected, (tuple, list)):
-        assert isinstance(got, (tuple, list)) and len(got) == len(expected), where
-        for i, (g, e) in enumerate(zip(got, expected)):
-            assert_matches(g, e, tolerance, f"{where}[{i}]")
-        return
-    assert isinstance(got, torch.Tensor), f"{where}: got {type(got).__name__}"
-    assert got.shape == expected.shape and got.dtype == expected.dtype, (
-        f"{where}: got {got.dtype}{tuple(got.shape)}, expected {expected.dtype}{tuple(expected.shape)}"
-    )
-    torch.testing.assert_close(got, expected, msg=lambda m: f"{where}: {m}", **tolerance, equal_nan=True)
 
 
 @pytest.fixture(scope="module", autouse=True)

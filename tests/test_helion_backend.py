@@ -22,6 +22,7 @@ import helion.language as hl
 import pytest
 import torch
 from examples_util import (
+    assert_matches,
     clone_args,
     load_example_by_name,
     register_cpu_matmul_dtype_overloads,
@@ -38,16 +39,6 @@ def mlir_twin(kernel: helion.Kernel, **settings: Any) -> helion.Kernel:
     """A new kernel with ``kernel``'s function and configs on the "mlir" backend."""
     replaced = dataclasses.replace(kernel.settings, backend="mlir", **settings)
     return helion.kernel(kernel.fn, configs=list(kernel.configs), settings=replaced)
-
-
-def assert_matches(got: Any, expected: Any, tolerance: dict[str, float]) -> None:
-    if isinstance(expected, (tuple, list)):
-        assert isinstance(got, (tuple, list)) and len(got) == len(expected)
-        for g, e in zip(got, expected):
-            assert_matches(g, e, tolerance)
-        return
-    assert got.dtype == expected.dtype
-    torch.testing.assert_close(got, expected, **tolerance)
 
 
 @dataclasses.dataclass

@@ -264,7 +264,8 @@ def test_atomic_add_at_tensor_index_updates_element_by_element_over_valid_lanes(
     # nothing reads the old values, so the lane loop carries only the destination. counts has
     # one dynamic size (num_bins), read once at entry: the nested lane loop carries it with a
     # trailing unit dimension whose sizes are stated on the way in and out, and the clamp
-    # uses the entry size, never a tensor.dim of the loop-carried value.
+    # uses the entry size, never a tensor.dim of the loop-carried value. The element is stored
+    # as a one-element slice (see docs/downstream.md).
     filecheck(emit("histogram", "ragged"), """
         // CHECK-LABEL: func.func @histogram(%x: tensor<1000xf32>, %lo: f64, %hi: f64, %num_bins: i64, %counts: tensor<?xi32>) -> (tensor<?xi32>)
         // CHECK-NEXT:    %[[C0:$V]] = arith.constant 0 : index
@@ -284,7 +285,8 @@ def test_atomic_add_at_tensor_index_updates_element_by_element_over_valid_lanes(
         // CHECK-NEXT:        %[[INC:$V]] = tensor.extract %[[ONES]][%[[LANE]]] : tensor<64xi32>
         // CHECK-NEXT:        %[[OLD:$V]] = tensor.extract %[[CUR]][%[[AT]]] : tensor<?xi32>
         // CHECK-NEXT:        %[[SUM:$V]] = arith.addi %[[OLD]], %[[INC]] : i32
-        // CHECK-NEXT:        %[[UPD:$V]] = tensor.insert %[[SUM]] into %[[CUR]][%[[AT]]] : tensor<?xi32>
+        // CHECK-NEXT:        %[[ELT:$V]] = tensor.from_elements %[[SUM]] : tensor<1xi32>
+        // CHECK-NEXT:        %[[UPD:$V]] = tensor.insert_slice %[[ELT]] into %[[CUR]][%[[AT]]] [1] [1] : tensor<1xi32> into tensor<?xi32>
         // CHECK-NEXT:        %[[BACK:$V]] = tensor.expand_shape %[[UPD]] {{\[\[}}0, 1]] output_shape [%[[BINS]], 1] : tensor<?xi32> into tensor<?x1xi32>
         // CHECK-NEXT:        scf.yield %[[BACK]] : tensor<?x1xi32>
         // CHECK-NEXT:      }

@@ -18,7 +18,7 @@ import helion
 import helion.language as hl
 import pytest
 import torch
-from examples_util import load_example_by_name
+from examples_util import assert_matches, load_example_by_name
 from filecheck_util import run_filecheck
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
@@ -52,15 +52,6 @@ def _warnings(logger: str) -> Iterator[list[str]]:
         logging.getLogger(logger).removeHandler(handler)
 
 
-def _assert_matches(got: Any, expected: Any, tolerance: dict[str, float], where: str) -> None:
-    if isinstance(expected, torch.Tensor):
-        got, expected = [got], [expected]
-    assert len(got) == len(expected), where
-    for g, e in zip(got, expected):
-        assert g.dtype == e.dtype and g.shape == e.shape, f"{where}: {g.dtype}{tuple(g.shape)} != {e.dtype}{tuple(e.shape)}"
-        torch.testing.assert_close(g, e, equal_nan=True, msg=lambda m: f"{where}: {m}", **tolerance)
-
-
 # --------------------------------------------------------------------- examples, rolled
 # Examples whose reduction Helion rolls: (name, chunk, shape). The ragged rows are 100
 # wide (softmax_looped: 200), which 16, 32 and 48 do not divide; the divisible ones are
@@ -79,7 +70,7 @@ def test_example_with_rolled_reduction_matches_reference(name: str, chunk: int, 
     assert KernelModel(bound, config).rolled_blocks, f"{name}: Helion did not roll the reduction"
     compiled = compile_kernel(bound, output_type="linalg-on-tensors", config=config)
     assert '"reduction"' in compiled.mlir and "linalg.reduce" not in compiled.mlir
-    _assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, f"{name}[{chunk}, {shape}]")
+    assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, f"{name}[{chunk}, {shape}]")
 
 
 @pytest.mark.parametrize("output_type", ["tosa", "stablehlo"])
@@ -89,7 +80,7 @@ def test_rolled_examples_run_with_other_output_types(name: str, output_type: str
     args = module.make_args("ragged")
     compiled = compile_kernel(module.KERNEL.bind(args), output_type=output_type, config=_rolled_config(module, 32))
     assert '"reduction"' in compiled.mlir
-    _assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, f"{name} [{output_type}]")
+    assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, f"{name} [{output_type}]")
 
 
 @pytest.mark.parametrize("name", ["softmax_one_pass", "layer_norm"])
@@ -97,7 +88,7 @@ def test_rolled_reductions_of_bfloat16_rows(name: str) -> None:
     module = load_example_by_name(name)
     args = module.make_args("ragged", torch.bfloat16)
     compiled = compile_kernel(module.KERNEL.bind(args), config=_rolled_config(module, 16))
-    _assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), dict(rtol=1.6e-2, atol=1e-2), f"{name} [bf16]")
+    assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), dict(rtol=1.6e-2, atol=1e-2), f"{name} [bf16]")
 
 
 def test_rolled_reduction_with_dynamic_shapes() -> None:
@@ -108,7 +99,7 @@ def test_rolled_reduction_with_dynamic_shapes() -> None:
     compiled = compile_kernel(kernel.bind(args))
     assert "tensor<37x100xf32>" not in compiled.mlir, "host sizes must be dynamic"
     assert '"reduction"' in compiled.mlir
-    _assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, "softmax [dynamic]")
+    assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, "softmax [dynamic]")
 
 
 @pytest.mark.parametrize(("name", "reason"), [
@@ -125,7 +116,7 @@ def test_kernels_rolled_beyond_the_lowering_fall_back_to_persistent_form(name: s
     assert not model.rolled_blocks and model.persistent_reductions
     assert any("persistent form" in m and reason in m for m in messages), messages
     compiled = compile_kernel(bound, config=config)
-    _assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, name)
+    assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, name)
 
 
 @pytest.mark.parametrize("name", ["row_sum", "row_mean_dynamic", "welford", "argmax_reduce", "column_stats"])
@@ -197,7 +188,7 @@ def test_every_reduction_kind_rolled_matches_torch(chunk: int, output_type: str)
     assert KernelModel(bound, config).rolled_blocks
     compiled = compile_kernel(bound, output_type=output_type, config=config)
     assert compiled.mlir.count('"reduction"') >= 14  # one fold per rolled reduction node
-    _assert_matches(compiled(*_clone(args)), _kinds_reference(*args), dict(rtol=1e-4, atol=1e-4),
+    assert_matches(compiled(*_clone(args)), _kinds_reference(*args), dict(rtol=1e-4, atol=1e-4),
                     f"kinds[{chunk}, {output_type}]")
 
 

@@ -86,6 +86,11 @@ _ELEMENT_TYPES: dict[torch.dtype, tuple[torch.dtype, str]] = {
     torch.int8: (torch.int8, "INT_8"),
     torch.uint8: (torch.uint8, "INT_8"),
     torch.bool: (torch.bool, "BOOL_8"),
+    torch.float8_e4m3fn: (torch.float8_e4m3fn, "FLOAT_8_E4M3_FN"),
+    torch.float8_e4m3fnuz: (torch.float8_e4m3fnuz, "FLOAT_8_E4M3_FNUZ"),
+    torch.float8_e5m2: (torch.float8_e5m2, "FLOAT_8_E5M2"),
+    torch.float8_e5m2fnuz: (torch.float8_e5m2fnuz, "FLOAT_8_E5M2_FNUZ"),
+    torch.float8_e8m0fnu: (torch.float8_e8m0fnu, "FLOAT_8_E8M0_FNU"),
 }
 
 

@@ -7,7 +7,9 @@ takes; what torch-mlir does lower keeps going through it (``lower_aten_op``).
   symbolic length. It is a ``linalg.generic`` over ``linalg.index``, as ``tile.index`` is,
   for every output type.
 - ``aten.scalar_tensor`` of a runtime scalar: tosa legalizes only constant scalars
-  (``torch.prim.NumToTensor``). The scalar is converted and put in a 0-d tensor.
+  (``torch.prim.NumToTensor``), and in raw output the ``torch_c.from_f64`` of an f64
+  argument crashes IREE's input conversion (which demotes the argument to f32 first). The
+  scalar is converted with ``arith`` and put in a 0-d tensor, for every output type.
 - ``aten.mean.dim``: with ``dtype=``, torch-mlir's linalg and stablehlo backends fail, and
   its tosa backend divides by a garbage count when a reduced dimension is dynamic; over
   a dynamic dimension (``static_shapes=False``, or a ragged tile clipped before the
@@ -70,7 +72,7 @@ def lower_iota(v: "IRVisitor", node: fx.Node) -> Tensor:
 def lower_scalar_tensor(v: "IRVisitor", node: fx.Node) -> Any:
     args, _kwargs = traced_call(node)
     value = v.value(args[0])
-    if not isinstance(value, Scalar) or v.importer.output_type is OutputType.RAW:
+    if not isinstance(value, Scalar):
         return lower_aten_op(v, node)
     dtype = node.meta["val"].dtype
     return zero_dim_tensor(v, v.ops.convert(value, element_type(dtype)), [dtype])

@@ -297,6 +297,23 @@ def _valid_lane_condition(v: "IRVisitor", accesses: Sequence[DimAccess], index_o
     return v.ops.lanes_in_bounds(bounds)
 
 
+def _insert_element(v: "IRVisitor", element: str, dest: Tensor, coords: list[str]) -> str:
+    """Store one element into ``dest`` as a one-element ``tensor.insert_slice``.
+
+    Not ``tensor.insert``: IREE 3.13's runtime transfers a row stride plus one element for a
+    ``tensor.insert`` into the last row of a 2-D tensor in a loop and fails with OUT_OF_RANGE
+    (docs/downstream.md); the slice form reads the same to every consumer.
+    """
+    piece_type = f"tensor<{'1x' * dest.rank}{element_type(dest.dtype)}>"
+    piece = v.ops.fresh("elt")
+    v.ops.op(f"{piece} = tensor.from_elements {element} : {piece_type}")
+    stored = v.ops.fresh("ins")
+    ones = ", ".join(["1"] * dest.rank)
+    v.ops.op(f"{stored} = tensor.insert_slice {piece} into {dest.ssa}[{', '.join(coords)}] [{ones}] [{ones}]"
+             f" : {piece_type} into {dest.type}")
+    return stored
+
+
 def _coordinates(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess], index_of: Callable[[int], str],
                  index_elements: dict[int, str]) -> list[str]:
     """Host coordinates of the value lane at ``index_of`` (clamped in bounds; masked lanes are
@@ -595,8 +612,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
             keep = v.ops.fresh("keep")
             v.ops.op(f"{keep} = arith.select {cond}, {combined}, {old} : {elt}")
             combined = keep
-        stored = v.ops.fresh("ins")
-        v.ops.op(f"{stored} = tensor.insert {combined} into {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
+        stored = _insert_element(v, combined, cur_dest, coords)
         updated = [cur_dest.renamed(stored)]
         if keep_old:
             cur_olds = carried[1]
