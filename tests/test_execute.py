@@ -12,15 +12,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from filecheck_util import run_filecheck
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch_mlir import ir
 
 from helion_mlir.errors import ArgumentError, ExecutionError, MLIRVerificationError
+from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.engine import (
     CompiledFunction,
     clear_compile_cache,
     compile_module,
 )
+from helion_mlir.runtime.pipeline import store_single_elements_in_place
 
 DATA = Path(__file__).parent / "data" / "execute"
 
@@ -842,3 +846,42 @@ def test_unsupported_modules_are_reported(name: str, type_: str, message: str) -
 def test_text_that_does_not_parse_is_a_verification_error() -> None:
     with pytest.raises(MLIRVerificationError):
         compile_module("func.func @f( {", "f")
+
+
+ELEMENT_STORES = """
+func.func @scatter(%dest: tensor<5x7xf32>, %rows: tensor<4xi64>, %vals: tensor<4xf32>) -> tensor<5x7xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %dest) -> (tensor<5x7xf32>) {
+    %row64 = tensor.extract %rows[%i] : tensor<4xi64>
+    %row = arith.index_cast %row64 : i64 to index
+    %v = tensor.extract %vals[%i] : tensor<4xf32>
+    %one = tensor.from_elements %v : tensor<1x1xf32>
+    %at_col3 = tensor.insert_slice %one into %acc[%row, 3] [1, 1] [1, 1] : tensor<1x1xf32> into tensor<5x7xf32>
+    scf.yield %at_col3 : tensor<5x7xf32>
+  }
+  return %r : tensor<5x7xf32>
+}
+"""
+
+
+def test_one_element_slice_stores_become_tensor_insert_before_bufferization() -> None:
+    with mlir_session() as (ctx, _diagnostics):
+        module = ir.Module.parse(ELEMENT_STORES, ctx)
+        store_single_elements_in_place(module)
+        run_filecheck(str(module), """
+            // CHECK:      %[[ROW:.+]] = arith.index_cast
+            // CHECK-NEXT: %[[V:.+]] = tensor.extract %{{.+}} : tensor<4xf32>
+            // CHECK-NEXT: %[[COL:.+]] = arith.constant 3 : index
+            // CHECK-NEXT: %{{.+}} = tensor.insert %[[V]] into %{{.+}}[%[[ROW]], %[[COL]]] : tensor<5x7xf32>
+            // CHECK-NOT:  tensor.from_elements
+            // CHECK-NOT:  tensor.insert_slice
+        """)
+    dest = torch.zeros(5, 7)
+    rows, vals = torch.tensor([4, 0, 2, 4]), torch.tensor([1.0, 2.0, 3.0, 4.0])
+    (got,) = compile_module(ELEMENT_STORES, "scatter")(dest, rows, vals)
+    expected = dest.clone()
+    for row, value in zip(rows.tolist(), vals):
+        expected[row, 3] = value  # in loop order: the last write to row 4 wins
+    torch.testing.assert_close(got, expected)

@@ -241,6 +241,38 @@ def test_without_in_place_the_destination_is_left_alone() -> None:
     assert got is not out and torch.equal(got, x.flip(0) + y) and (out == 7.0).all()
 
 
+COUNT_INTO_BINS = """
+func.func @count(%bins: tensor<6xi64>, %counts: tensor<4xi32>) -> tensor<4xi32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %one = arith.constant 1 : i32
+  %r = scf.for %i = %c0 to %c6 step %c1 iter_args(%acc = %counts) -> (tensor<4xi32>) {
+    %b64 = tensor.extract %bins[%i] : tensor<6xi64>
+    %b = arith.index_cast %b64 : i64 to index
+    %old = tensor.extract %acc[%b] : tensor<4xi32>
+    %new = arith.addi %old, %one : i32
+    %elt = tensor.from_elements %new : tensor<1xi32>
+    %stored = tensor.insert_slice %elt into %acc[%b] [1] [1] : tensor<1xi32> into tensor<4xi32>
+    scf.yield %stored : tensor<4xi32>
+  }
+  return %r : tensor<4xi32>
+}
+"""
+
+
+def test_element_stores_update_the_carried_buffer_in_place() -> None:
+    # A one-element slice store becomes tensor.insert, which computes the loop's tensor in
+    # its carried buffer: one store per element, no copy of the whole tensor per iteration.
+    text = lower_module(COUNT_INTO_BINS, "count", threads=1, in_place=True)
+    assert text.count("llvm.store") == 1 and "malloc" not in text
+    fn = compile_module(COUNT_INTO_BINS, "count", in_place=True)
+    assert fn.held_by == (1,)
+    bins, counts = torch.tensor([3, 0, 3, 1, 3, 0]), torch.zeros(4, dtype=torch.int32)
+    (got,) = fn(bins, counts)
+    assert got is counts and torch.equal(counts, torch.bincount(bins, minlength=4).to(torch.int32))
+
+
 # ------------------------------------------------------------------ OpenMP workers
 def test_parallel_tiles_keep_two_cores_busy() -> None:
     """In a fresh process: the first parallel call starts a worker thread, which then

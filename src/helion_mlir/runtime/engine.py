@@ -39,6 +39,7 @@ from .pipeline import (
     TO_LLVM_STEPS,
     ModuleLowering,
     mark_fresh_buffers_restrict,
+    store_single_elements_in_place,
 )
 
 __all__ = [
@@ -379,6 +380,7 @@ def _lower(module_text: str, func_name: str, kind: OutputType, pipeline: str, th
         if fast.uses_openmp:
             shared_libs.append(openmp_library())
     else:
+        store_single_elements_in_place(lowering.module)
         lowering.run(PRE_BUFFERIZE_STEPS)
         mark_fresh_buffers_restrict(lowering.module)
         lowering.run(BUFFERIZE_STEPS)

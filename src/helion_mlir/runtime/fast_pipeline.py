@@ -5,10 +5,12 @@ linalg-on-tensors form after the first stage, and LLVM dialect at the end, so th
 module stays what it is and only its execution changes. In order:
 
 1. *Tensor level.* ``canonicalize`` and ``cse``; top-level tile loops whose tiles write
-   disjoint slices become ``scf.forall`` (:mod:`.tile_parallel`); f32 ``exp``/``exp2``
-   become polynomials (:mod:`.fast_math`); elementwise chains are fused;
-   ``acc + matmul(...)`` accumulates in place; unit dimensions are folded; linalg ops are
-   tiled to register-sized pieces and vectorized (:mod:`.vectorize`).
+   disjoint slices become ``scf.forall`` (:mod:`.tile_parallel`); then, as in the plain
+   pipeline, one-element slice stores become ``tensor.insert`` (after the parallel loops,
+   whose proof reads slice stores); f32 ``exp``/``exp2`` become polynomials
+   (:mod:`.fast_math`); elementwise chains are fused; ``acc + matmul(...)`` accumulates in
+   place; unit dimensions are folded; linalg ops are tiled to register-sized pieces and
+   vectorized (:mod:`.vectorize`).
 2. *Bufferization.* With ``in_place``, the destination arguments (those whose final value
    the function returns) are writable, so tiles store straight into the caller's tensor
    and its result is no longer returned but read from the argument. Loops whose yielded
@@ -33,7 +35,7 @@ from torch_mlir import ir
 
 from .fast_math import expand_exponentials
 from .low_precision import emulate_low_precision_floats
-from .pipeline import ModuleLowering, Step, mark_fresh_buffers_restrict, steps
+from .pipeline import ModuleLowering, Step, mark_fresh_buffers_restrict, steps, store_single_elements_in_place
 from .tile_parallel import parallelize_tile_loops
 from .vectorize import fold_add_into_matmul, vectorize_tiles
 
@@ -118,7 +120,7 @@ def _tied_init(value: ir.Value) -> ir.Value | None:
     op = _owner(value)
     if op is None:
         return None
-    if op.name in ("tensor.insert_slice", "vector.transfer_write"):
+    if op.name in ("tensor.insert", "tensor.insert_slice", "vector.transfer_write"):
         return op.operands[1]
     index = list(op.results).index(value)
     if op.name == "scf.for":
@@ -323,6 +325,7 @@ def lower_fast(
     _mark_writable(func, writable)
     lowering.run(_TENSOR_STEPS)
     parallel = parallelize_tile_loops(lowering.function()) if threads > 1 else 0
+    store_single_elements_in_place(lowering.module)
     exponentials = expand_exponentials(lowering.module)
     lowering.run(_FUSE_STEPS)
     fold_add_into_matmul(lowering.module)

@@ -164,6 +164,52 @@ def mark_fresh_buffers_restrict(module: ir.Module) -> None:
     module.operation.walk(visit)
 
 
+def store_single_elements_in_place(module: ir.Module) -> None:
+    """Turn one-element ``tensor.insert_slice`` ops of a ``tensor.from_elements`` into ``tensor.insert``.
+
+    Kernels store through tensor indices one element at a time, emitted as one-element
+    slices (which IREE runs correctly, see docs/downstream.md). Bufferized as they are, each
+    store allocates its one-element buffer on the heap; as ``tensor.insert`` it is a
+    ``memref.store`` in place.
+    """
+    dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
+    found: list[ir.Operation] = []
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        if op.name == "tensor.insert_slice":
+            source = op.operands[0].owner
+            if (
+                isinstance(source, ir.Operation | ir.OpView)
+                and source.name == "tensor.from_elements"
+                and len(source.operands) == 1
+                and all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+                and all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+            ):
+                found.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    index = ir.IndexType.get()
+    for op in found:
+        source, dest, dynamic_offsets = op.operands[0], op.operands[1], list(op.operands[2:])
+        with ir.InsertionPoint(op), op.location:
+            indices = []
+            for offset in ir.DenseI64ArrayAttr(op.attributes["static_offsets"]):
+                if offset == dynamic:
+                    indices.append(dynamic_offsets.pop(0))
+                else:
+                    constant = ir.Operation.create(
+                        "arith.constant", results=[index], attributes={"value": ir.IntegerAttr.get(index, offset)})
+                    indices.append(constant.result)
+            insert = ir.Operation.create(
+                "tensor.insert", results=[dest.type], operands=[source.owner.operands[0], dest, *indices])
+        op.result.replace_all_uses_with(insert.result)
+        element = source.owner
+        op.erase()
+        if not list(element.result.uses):
+            element.erase()
+
+
 @dataclass
 class ModuleLowering:
     """One module on its way to LLVM, and what an error about it must mention."""
