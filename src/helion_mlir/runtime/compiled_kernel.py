@@ -41,9 +41,24 @@ RUNTIMES = ("jit", "iree")
 
 
 class CompiledKernel:
-    """A Helion kernel compiled through MLIR; call it like the kernel."""
+    """A Helion kernel compiled through MLIR; call it like the kernel.
 
-    def __init__(self, bound: Any, *, output_type: OutputType | str, config: Any = None, runtime: str = "jit") -> None:
+    With the JIT runtime and the fast pipeline (the defaults) the compiled code writes the
+    tensors the device code writes in place (see
+    :class:`~helion_mlir.runtime.engine.CompiledFunction`), as Helion's own launch does,
+    so a call copies nothing back.
+    """
+
+    def __init__(
+        self,
+        bound: Any,
+        *,
+        output_type: OutputType | str,
+        config: Any = None,
+        runtime: str = "jit",
+        pipeline: str = "fast",
+        threads: int | None = None,
+    ) -> None:
         started = time.perf_counter()
         self.output_type = OutputType.parse(output_type)
         self.runtime = _check_runtime(runtime)
@@ -52,16 +67,19 @@ class CompiledKernel:
         self.model = KernelModel(bound, self.config)
         self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config)
         self.emit_seconds = time.perf_counter() - started
-        compile_function = compile_with_iree if self.runtime == "iree" else compile_module
-        self.function: CompiledFunction | IreeFunction = compile_function(
-            self.mlir, self.model.name, output_type=self.output_type)
+        self.function: CompiledFunction | IreeFunction
+        if self.runtime == "iree":
+            self.function = compile_with_iree(self.mlir, self.model.name, output_type=self.output_type)
+        else:
+            self.function = compile_module(self.mlir, self.model.name, output_type=self.output_type,
+                                           pipeline=pipeline, threads=threads, in_place=pipeline == "fast")
         self.host = HostCode.from_bound(bound, self.config)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
         self._checks = ArgumentChecks(bound, self.model)
-        log.info("compiled kernel %s (%s): emit %.0f ms, compile %.0f ms", self.model.name, self.runtime,
-                 self.emit_seconds * 1e3, self.compile_seconds * 1e3)
+        log.info("compiled kernel %s (%s, %s pipeline, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
+                 self.runtime, pipeline, threads or "default", self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
     @property
     def name(self) -> str:
@@ -82,6 +100,8 @@ class CompiledKernel:
             results = self.function(*call)
             for name, result in zip(self.model.results, results):
                 target = self._device_value(self.model.arg(name), device_args, by_param)
+                if result is target:  # written in place (fast pipeline)
+                    continue
                 if result.dtype in PACKED_PAIR_DTYPES:  # no copy_ for it (and Helion passes bytes)
                     target, result = target.view(torch.uint8), result.view(torch.uint8)
                 target.copy_(result)
@@ -121,23 +141,29 @@ def compile_kernel(
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
     runtime: str = "jit",
+    pipeline: str = "fast",
+    threads: int | None = None,
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
 
     ``runtime`` is ``"jit"`` (torch-mlir's ExecutionEngine, in-process) or ``"iree"``
     (``iree-compile`` for llvm-cpu and IREE's runtime; needs ``iree-base-compiler`` and
     ``iree-base-runtime``). Both run the same host code with the same argument checks.
-    Compiled kernels are cached per bound kernel (Helion binds one per specialization of
-    the arguments), config, output type and runtime (the most recently used
+    For the JIT, ``pipeline`` is ``"fast"`` (parallel tiles on ``threads`` workers, default
+    ``torch.get_num_threads()``, vectorized tile bodies) or ``"plain"`` (sequential scalar
+    loops; see :data:`~helion_mlir.runtime.engine.PIPELINES`). Compiled kernels are cached
+    per bound kernel (Helion binds one per specialization of the arguments), config,
+    output type, runtime, pipeline and thread count (the most recently used
     :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     cfg = resolve_config(bound, config)
-    key = (id(bound), repr(cfg), kind, _check_runtime(runtime))
+    threads = 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
+    key = (id(bound), repr(cfg), kind, _check_runtime(runtime), pipeline, threads)
     cached = _CACHE.get(key)
     if cached is not None and cached.bound is bound:  # an id may be reused
         return cached
-    compiled = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime)
+    compiled = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime, pipeline=pipeline, threads=threads)
     _CACHE.put(key, compiled)
     return compiled

@@ -12,8 +12,10 @@ import ctypes
 import functools
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch_mlir.execution_engine import ExecutionEngine
@@ -24,7 +26,9 @@ from ..mlir_context import mlir_session
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from ..verify import parse_module
+from .fast_pipeline import lower_fast
 from .low_precision import emulate_low_precision_floats, pack_pairs, unpack_pairs
+from .openmp import openmp_library
 from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor
 from .pipeline import (
     BUFFERIZE_STEPS,
@@ -41,14 +45,21 @@ from .pipeline import (
 
 __all__ = [
     "JIT_OPT_LEVEL",
+    "PIPELINES",
     "CompiledFunction",
     "ScalarParam",
     "TensorParam",
     "clear_compile_cache",
     "compile_module",
+    "lower_module",
 ]
 
 log = logging.getLogger(__name__)
+
+#: ``"fast"``: parallel, vectorized tiles (:mod:`.fast_pipeline`); ``"plain"``: the
+#: straightforward lowering (:mod:`.pipeline`), sequential scalar loops, kept as the
+#: reference the fast one is tested against.
+PIPELINES = ("fast", "plain")
 
 # memref.get_global fills the "allocated" field of a descriptor with this marker: such
 # a buffer is a constant inside the compiled code and must never be freed.
@@ -89,39 +100,72 @@ def _row_major_strides(sizes: Sequence[int]) -> list[int]:
     return strides
 
 
+class _Packing:
+    """One thread's argument buffers for a compiled function: a descriptor per tensor, a
+    cell per scalar and the packed array of pointers to them, built once and refilled on
+    every call (static sizes and strides are written once)."""
+
+    def __init__(self, params: Sequence[Param], results_type: type[ctypes.Structure] | None) -> None:
+        first = 1 if results_type is not None else 0
+        self.packed = (ctypes.c_void_p * (first + len(params)))()
+        self.results = results_type() if results_type is not None else None
+        self.cells: list[ctypes.Structure | ctypes._SimpleCData] = []
+        self._pointers: list[ctypes.c_void_p] = []
+        if self.results is not None:
+            self._pointers.append(ctypes.c_void_p(ctypes.addressof(self.results)))
+            self.packed[0] = ctypes.addressof(self._pointers[-1])
+        for index, param in enumerate(params):
+            if isinstance(param, TensorParam):
+                cell = _descriptor_type(param.rank)()
+                if param.rank and None not in param.dims:
+                    cell.sizes[:] = param.dims
+                    cell.strides[:] = _row_major_strides(param.dims)  # type: ignore[arg-type]
+                self._pointers.append(ctypes.c_void_p(ctypes.addressof(cell)))
+                self.packed[first + index] = ctypes.addressof(self._pointers[-1])
+            else:
+                cell = param.ctype()
+                self.packed[first + index] = ctypes.addressof(cell)
+            self.cells.append(cell)
+
+
 class CompiledFunction:
     """A JIT-compiled MLIR function that takes and returns CPU torch tensors.
 
     Calling convention. The function is lowered with identity-layout memrefs at its
     boundary and marked ``llvm.emit_c_interface``. It is called through the engine's
     packed wrapper of ``_mlir_ciface_<name>``: the first slot points to the result
-    descriptors (when there are results), then one slot per argument, pointing to a
+    descriptors (when results are returned), then one slot per argument, pointing to a
     memref descriptor for a tensor (a contiguous copy is made of a non-contiguous
     tensor) or to the value of a scalar. bf16, f16 and float8 tensors travel as raw
     pointers, so no dtype conversion happens on the way in or out; a uint8 tensor is
     accepted for an ``i8`` parameter (signless). A float4_e2m1fn_x2 tensor (or its uint8
     bytes) is unpacked to one 4-bit value per byte on the way in and packed again on the
-    way out (:mod:`.low_precision`).
+    way out (:mod:`.low_precision`). The descriptors and the pointer array are built once
+    per calling thread and only refilled per call.
 
-    Tensor arguments are marked ``bufferization.writable = false``: the compiled code
-    never writes into a caller's tensor, and a destination tensor the kernel updates is
-    copied to a fresh buffer first, as value semantics demand. Results come back as
-    memrefs the compiled code allocated with ``malloc`` (the deallocation pipeline
+    By default tensor arguments are marked ``bufferization.writable = false``: the
+    compiled code never writes into a caller's tensor, and a destination tensor the kernel
+    updates is copied to a fresh buffer first, as value semantics demand. Results come
+    back as memrefs the compiled code allocated with ``malloc`` (the deallocation pipeline
     clones a result that would alias an argument or a constant, so the caller owns every
     result buffer); each is copied into a new torch tensor and then freed.
 
+    Compiled ``in_place`` (fast pipeline), the destination arguments are written instead:
+    a result held by an argument (:attr:`held_by`) is returned as that very tensor, with
+    no copy. When such an argument is not contiguous or shares memory with another
+    argument, the code works on a contiguous copy that is written back afterwards.
+
     Results are returned as memrefs rather than rewritten into caller-allocated
     out-parameters (``buffer-results-to-out-params``) because only the compiled code
-    knows the size of a dynamically shaped result before it runs. The price is one copy
-    per result, small next to the kernel; in exchange the returned tensors own ordinary
-    torch storage that outlives the engine.
+    knows the size of a dynamically shaped result before it runs.
 
     Arguments are checked against the static signature only. Relations between dynamic
     sizes are the module's business: a failing ``cf.assert`` aborts the process, as it
     does in any MLIR-compiled program.
 
-    Calls do not take the MLIR lock: the compiled code touches only its arguments and
-    its own allocations, so several threads may call the same function at once.
+    Calls do not take the MLIR lock and release the GIL: the compiled code touches only its
+    arguments and its own allocations, and each thread packs its arguments into buffers
+    of its own, so several threads may call the same function at once.
     """
 
     def __init__(
@@ -135,18 +179,33 @@ class CompiledFunction:
         *,
         lower_seconds: float,
         jit_seconds: float,
+        pipeline: str = "plain",
+        threads: int = 1,
+        held_by: tuple[int | None, ...] | None = None,
     ) -> None:
         self._engine = engine  # owns the compiled code behind the entry point
         self._entry: Callable[[ctypes.Array], None] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
             entry_address
         )
-        self._results_type = _results_type(results)
         self.func_name = func_name
         self.output_type = output_type
         self.params = params
         self.results = results
         self.lower_seconds = lower_seconds
         self.jit_seconds = jit_seconds
+        self.pipeline = pipeline
+        self.threads = threads
+        #: Per result, the argument whose tensor holds it after a call (in place), or None.
+        self.held_by: tuple[int | None, ...] = held_by if held_by is not None else (None,) * len(results)
+        self._returned = tuple(r for r, h in zip(results, self.held_by) if h is None)
+        self._results_type = _results_type(self._returned) if self._returned else None
+        self._written = tuple(sorted({h for h in self.held_by if h is not None}))
+        self._local = threading.local()
+        # Per argument: (index, its TensorParam or None for a scalar, its sizes if all static).
+        self._checks = tuple(
+            (i, p, p.dims if None not in p.dims else None) if isinstance(p, TensorParam) else (i, None, None)
+            for i, p in enumerate(params)
+        )
 
     @property
     def signature(self) -> str:
@@ -159,7 +218,7 @@ class CompiledFunction:
         return f"CompiledFunction({self.signature}, output_type='{self.output_type.value}')"
 
     def __call__(self, *args: torch.Tensor | int | float | bool) -> tuple[torch.Tensor, ...]:
-        """Run the function on ``args`` and return its results as new tensors.
+        """Run the function on ``args`` and return its results.
 
         Raises :class:`~helion_mlir.errors.ArgumentError`, before anything runs, when the
         arguments do not match the signature.
@@ -168,45 +227,73 @@ class CompiledFunction:
             raise ArgumentError(
                 f"{self.signature} takes {len(self.params)} argument(s), got {len(args)}"
             )
-        first = 1 if self.results else 0
-        packed = (ctypes.c_void_p * (first + len(args)))()
-        results = self._results_type()
-        keep_alive: list[object] = []
-        if self.results:
-            result_pointer = ctypes.c_void_p(ctypes.addressof(results))
-            keep_alive.append(result_pointer)
-            packed[0] = ctypes.addressof(result_pointer)
-        input_ranges: list[tuple[int, int]] = []
-        for index, (param, value) in enumerate(zip(self.params, args)):
-            where = f"argument #{index} ({param.mlir_type}) of @{self.func_name}"
-            if isinstance(param, TensorParam):
-                tensor = check_tensor(where, param, value)
+        packing = self._local.__dict__.get("packing")
+        if packing is None:
+            packing = self._local.packing = _Packing(self.params, self._results_type)
+        cells = packing.cells
+        passed: list[object] = list(args)  # what the code sees: contiguous tensors, checked scalars
+        spans: list[tuple[int, int, int]] = []  # (argument, first byte, end) of every tensor
+        for index, param, static_dims in self._checks:
+            value = args[index]
+            if param is None:  # a scalar
+                cells[index].value = check_scalar(self._where(index), self.params[index], value)  # type: ignore[arg-type,union-attr]
+                continue
+            if not (
+                isinstance(value, torch.Tensor)
+                and value.dtype == param.dtype
+                and value.is_cpu
+                and value.layout == torch.strided
+                and (value.shape == static_dims if static_dims is not None else value.dim() == param.rank)
+                and value.is_contiguous()
+            ):  # not the common case: full checks, a contiguous copy or unpacked pairs when needed
+                value = check_tensor(self._where(index), param, value)
                 if param.dtype in PACKED_PAIR_DTYPES:
-                    tensor = unpack_pairs(tensor)
-                descriptor = _descriptor_type(param.rank)()
-                descriptor.allocated = descriptor.aligned = tensor.data_ptr()
-                if param.rank:
-                    descriptor.sizes[:] = tensor.shape
-                    descriptor.strides[:] = _row_major_strides(tensor.shape)
-                pointer = ctypes.c_void_p(ctypes.addressof(descriptor))
-                keep_alive += (tensor, descriptor, pointer)
-                packed[first + index] = ctypes.addressof(pointer)
-                start = tensor.data_ptr()
-                input_ranges.append((start, start + tensor.numel() * tensor.element_size()))
-            else:
-                scalar = param.ctype(check_scalar(where, param, value))
-                keep_alive.append(scalar)
-                packed[first + index] = ctypes.addressof(scalar)
-        self._entry(packed)
-        return self._take_results(results, input_ranges)
+                    value = unpack_pairs(value)
+                passed[index] = value
+            cell = cells[index]
+            cell.allocated = cell.aligned = start = value.data_ptr()  # type: ignore[union-attr]
+            spans.append((index, start, start + value.nbytes))
+            if static_dims is None and param.rank:
+                cell.sizes[:] = value.shape  # type: ignore[union-attr]
+                cell.strides[:] = _row_major_strides(value.shape)  # type: ignore[union-attr]
+        staged = self._stage_written(args, passed, packing, spans) if self._written else ()
+        self._entry(packing.packed)
+        for original, copy in staged:
+            original.copy_(copy)
+        if not self._returned:
+            return tuple(args[held] for held in self.held_by)  # type: ignore[index,misc]
+        returned = iter(self._take_results(packing.results, passed))  # type: ignore[arg-type]
+        return tuple(next(returned) if held is None else args[held] for held in self.held_by)  # type: ignore[misc]
 
-    def _take_results(
-        self, results: ctypes.Structure, input_ranges: Sequence[tuple[int, int]]
-    ) -> tuple[torch.Tensor, ...]:
-        """Copy every result into a new tensor, then free the buffers the code allocated."""
-        descriptors = [getattr(results, f"result{i}") for i in range(len(self.results))]
+    def _stage_written(
+        self, args: Sequence[object], passed: list[object], packing: _Packing, spans: list[tuple[int, int, int]]
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Arguments written in place that the code cannot write directly (a contiguous copy
+        was passed, or their memory overlaps another argument's) work on a copy; returns
+        (argument, copy) pairs to write back after the call."""
+        staged = []
+        for index in self._written:
+            original, tensor = args[index], passed[index]
+            assert isinstance(original, torch.Tensor) and isinstance(tensor, torch.Tensor)
+            if tensor is original:
+                _, start, end = next(span for span in spans if span[0] == index)
+                if start < end and any(i != index and a < end and start < b for i, a, b in spans):
+                    tensor = passed[index] = original.clone()
+                    cell = packing.cells[index]
+                    cell.allocated = cell.aligned = tensor.data_ptr()  # type: ignore[union-attr]
+            if tensor is not original:
+                staged.append((original, tensor))
+        return staged
+
+    def _where(self, index: int) -> str:
+        return f"argument #{index} ({self.params[index].mlir_type}) of @{self.func_name}"
+
+    def _take_results(self, results: ctypes.Structure, passed: Sequence[object]) -> tuple[torch.Tensor, ...]:
+        """Copy every returned result into a new tensor, then free the buffers the code allocated."""
+        descriptors = [getattr(results, f"result{i}") for i in range(len(self._returned))]
+        input_ranges = [_byte_range(t) for t in passed if isinstance(t, torch.Tensor)]
         try:
-            return tuple(_copy_out(d, p) for d, p in zip(descriptors, self.results))
+            return tuple(_copy_out(d, p) for d, p in zip(descriptors, self._returned))
         finally:
             # A set: one buffer returned twice is freed once. Never free a constant or,
             # should the deallocation pipeline ever fail to clone one, a caller's tensor.
@@ -219,6 +306,11 @@ class CompiledFunction:
             }
             for allocated in owned:
                 _libc.free(allocated)
+
+
+def _byte_range(tensor: torch.Tensor) -> tuple[int, int]:
+    start = tensor.data_ptr()
+    return start, start + tensor.nbytes
 
 
 def _copy_out(descriptor: ctypes.Structure, param: TensorParam) -> torch.Tensor:
@@ -242,47 +334,53 @@ COMPILED_FUNCTION_CACHE_CAPACITY = 256
 _CACHE: "LRUCache[CompiledFunction]" = LRUCache(COMPILED_FUNCTION_CACHE_CAPACITY)
 
 
-def compile_module(
-    module_text: str,
-    func_name: str,
-    *,
-    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
-) -> CompiledFunction:
-    """Lower ``@func_name`` of ``module_text`` to LLVM and JIT-compile it for this CPU.
+def _options(pipeline: str, threads: int | None, in_place: bool) -> int:
+    """Check the pipeline options; returns the thread count to use."""
+    if pipeline not in PIPELINES:
+        raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, got {pipeline!r}")
+    if in_place and pipeline != "fast":
+        raise ValueError("in_place needs the fast pipeline")
+    return 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
 
-    ``output_type`` says which dialects the module is written in, and so which
-    conversions run first (see the module docstring). Compiled functions are cached on
-    the module text, function name and output type (the most recently used
-    :data:`COMPILED_FUNCTION_CACHE_CAPACITY`), so a kernel that is checked many times is
-    compiled once.
 
-    Raises :class:`~helion_mlir.errors.MLIRVerificationError` when the text does not
-    parse, and :class:`~helion_mlir.errors.ExecutionError` when a pass fails (naming the
-    pass and quoting its diagnostics), when the bundled MLIR has no lowering for some of
-    the module's ops, or when the signature has types that cannot cross from Python.
-    """
-    kind = OutputType.parse(output_type)
-    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, kind)
-    with mlir_session() as (ctx, diagnostics):
-        cached = _CACHE.get(key)
-        if cached is not None:
-            return cached
-        started = time.perf_counter()
-        lowering = ModuleLowering(
-            parse_module(module_text, what=f"module holding @{func_name}"),
-            func_name,
-            kind,
-            diagnostics,
+@dataclass
+class _Lowered:
+    lowering: ModuleLowering
+    params: tuple[Param, ...]
+    results: tuple[TensorParam, ...]
+    held_by: tuple[int | None, ...] | None
+    shared_libs: list[str]
+
+
+def _lower(module_text: str, func_name: str, kind: OutputType, pipeline: str, threads: int, in_place: bool,
+           diagnostics: list[str]) -> _Lowered:
+    lowering = ModuleLowering(
+        parse_module(module_text, what=f"module holding @{func_name}"),
+        func_name,
+        kind,
+        diagnostics,
+    )
+    lowering.keep_only_the_function()
+    lowering.run(TO_LINALG_STEPS[kind])
+    lowering.reject_ops(
+        lambda name: name.split(".", 1)[0] in SOURCE_DIALECTS[kind],
+        "torch-mlir's bundled MLIR has no lowering to linalg for {ops}; "
+        "a module using them cannot be executed",
+    )
+    params, results = lowering.signature()
+    lowering.prepare_boundary(params)
+    held_by: tuple[int | None, ...] | None = None
+    shared_libs: list[str] = []
+    if pipeline == "fast":
+        # Packed pairs cross the boundary unpacked: a copy, never the caller's tensor.
+        packed = frozenset(
+            i for i, p in enumerate(params) if isinstance(p, TensorParam) and p.dtype in PACKED_PAIR_DTYPES
         )
-        lowering.keep_only_the_function()
-        lowering.run(TO_LINALG_STEPS[kind])
-        lowering.reject_ops(
-            lambda name: name.split(".", 1)[0] in SOURCE_DIALECTS[kind],
-            "torch-mlir's bundled MLIR has no lowering to linalg for {ops}; "
-            "a module using them cannot be executed",
-        )
-        params, results = lowering.signature()
-        lowering.prepare_boundary(params)
+        fast = lower_fast(lowering, threads=threads, in_place=in_place, not_in_place=packed)
+        held_by = fast.held_by
+        if fast.uses_openmp:
+            shared_libs.append(openmp_library())
+    else:
         store_single_elements_in_place(lowering.module)
         lowering.run(PRE_BUFFERIZE_STEPS)
         mark_fresh_buffers_restrict(lowering.module)
@@ -290,14 +388,70 @@ def compile_module(
         lowering.define_bf16_truncation()
         emulate_low_precision_floats(lowering.module)
         lowering.run(TO_LLVM_STEPS)
-        move_bf16_through_memory_as_i16(lowering.module)
-        lowering.reject_ops(
-            lambda name: name != "builtin.module" and not name.startswith("llvm."),
-            "these ops were not lowered to the LLVM dialect: {ops}",
-        )
-        lowered = time.perf_counter()
+    move_bf16_through_memory_as_i16(lowering.module)
+    lowering.reject_ops(
+        lambda name: name != "builtin.module" and not name.startswith(("llvm.", "omp.")),
+        "these ops were not lowered to the LLVM dialect: {ops}",
+    )
+    return _Lowered(lowering, params, results, held_by, shared_libs)
+
+
+def lower_module(
+    module_text: str,
+    func_name: str,
+    *,
+    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    pipeline: str = "fast",
+    threads: int | None = None,
+    in_place: bool = False,
+) -> str:
+    """The LLVM-dialect module :func:`compile_module` would JIT-compile (same options), as
+    text: what the pipelines make of a module, for inspection and tests."""
+    kind = OutputType.parse(output_type)
+    threads = _options(pipeline, threads, in_place)
+    with mlir_session() as (ctx, diagnostics):
+        lowered = _lower(module_text, func_name, kind, pipeline, threads, in_place, diagnostics)
+        return str(lowered.lowering.module)
+
+
+def compile_module(
+    module_text: str,
+    func_name: str,
+    *,
+    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    pipeline: str = "fast",
+    threads: int | None = None,
+    in_place: bool = False,
+) -> CompiledFunction:
+    """Lower ``@func_name`` of ``module_text`` to LLVM and JIT-compile it for this CPU.
+
+    ``output_type`` says which dialects the module is written in, and so which
+    conversions run first (see :mod:`.pipeline`). ``pipeline`` is one of
+    :data:`PIPELINES`; the fast one runs parallel tile loops on ``threads`` OpenMP workers
+    (default ``torch.get_num_threads()``) and, with ``in_place``, writes the destination
+    arguments instead of returning copies (see :class:`CompiledFunction`). Compiled
+    functions are cached on the module text, function name and those options (the most
+    recently used :data:`COMPILED_FUNCTION_CACHE_CAPACITY`), so a kernel that is checked
+    many times is compiled once.
+
+    Raises :class:`~helion_mlir.errors.MLIRVerificationError` when the text does not
+    parse, and :class:`~helion_mlir.errors.ExecutionError` when a pass fails (naming the
+    pass and quoting its diagnostics), when the bundled MLIR has no lowering for some of
+    the module's ops, or when the signature has types that cannot cross from Python.
+    """
+    kind = OutputType.parse(output_type)
+    threads = _options(pipeline, threads, in_place)
+    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, kind, pipeline, threads, in_place)
+    with mlir_session() as (ctx, diagnostics):
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
+        started = time.perf_counter()
+        lowered = _lower(module_text, func_name, kind, pipeline, threads, in_place, diagnostics)
+        lowering = lowered.lowering
+        after_lowering = time.perf_counter()
         try:
-            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL)
+            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, shared_libs=lowered.shared_libs)
             engine.initialize()
             # Machine code is generated on the first lookup, so it belongs to the JIT time.
             entry_address = engine.raw_lookup(f"_mlir_ciface_{func_name}")
@@ -307,22 +461,27 @@ def compile_module(
             raise lowering.error("the JIT-compiled code has no C interface for the function")
         jitted = time.perf_counter()
         log.debug(
-            "@%s (%s): lowered to LLVM in %.1f ms, JIT-compiled at O%d in %.1f ms",
+            "@%s (%s, %s pipeline, %d thread(s)): lowered to LLVM in %.1f ms, JIT-compiled at O%d in %.1f ms",
             func_name,
             kind.value,
-            (lowered - started) * 1e3,
+            pipeline,
+            threads,
+            (after_lowering - started) * 1e3,
             JIT_OPT_LEVEL,
-            (jitted - lowered) * 1e3,
+            (jitted - after_lowering) * 1e3,
         )
         compiled = CompiledFunction(
             engine,
             entry_address,
             func_name,
             kind,
-            params,
-            results,
-            lower_seconds=lowered - started,
-            jit_seconds=jitted - lowered,
+            lowered.params,
+            lowered.results,
+            lower_seconds=after_lowering - started,
+            jit_seconds=jitted - after_lowering,
+            pipeline=pipeline,
+            threads=threads,
+            held_by=lowered.held_by,
         )
         _CACHE.put(key, compiled)
         return compiled

@@ -48,23 +48,24 @@ _PASS_MANAGERS: dict[str, PassManager] = {}
 JIT_OPT_LEVEL = 2
 
 # One entry per pass run: (name shown in errors, full pipeline text).
-_Step = tuple[str, str]
+Step = tuple[str, str]
 
 
-def _steps(*passes: str) -> tuple[_Step, ...]:
+def steps(*passes: str) -> tuple[Step, ...]:
+    """One step per pass, each run on its own so that a failure names its pass."""
     return tuple((p, f"builtin.module({p})") for p in passes)
 
 
-def _named_pipeline(pipeline: str) -> _Step:
+def _named_pipeline(pipeline: str) -> Step:
     return (pipeline.removeprefix("builtin.module(").removesuffix(")"), pipeline)
 
 
 _LINALG_BACKEND_PIPELINE = OutputType.LINALG_ON_TENSORS.backend_pipeline
 assert _LINALG_BACKEND_PIPELINE is not None
 
-TO_LINALG_STEPS: dict[OutputType, tuple[_Step, ...]] = {
+TO_LINALG_STEPS: dict[OutputType, tuple[Step, ...]] = {
     OutputType.LINALG_ON_TENSORS: (),
-    OutputType.TOSA: _steps(
+    OutputType.TOSA: steps(
         "func.func(tosa-optional-decompositions)",
         "func.func(tosa-to-linalg-named)",
         "func.func(tosa-to-linalg)",
@@ -73,7 +74,7 @@ TO_LINALG_STEPS: dict[OutputType, tuple[_Step, ...]] = {
         "func.func(tosa-to-scf)",
         "func.func(canonicalize)",
     ),
-    OutputType.STABLEHLO: _steps(
+    OutputType.STABLEHLO: steps(
         "func.func(convert-shape-constraints)",
         "convert-shape-to-std",
         "func.func(canonicalize)",  # removes shape.assuming regions with a true witness
@@ -94,14 +95,14 @@ SOURCE_DIALECTS: dict[OutputType, frozenset[str]] = {
     OutputType.RAW: frozenset({"torch", "torch_c"}),
 }
 
-PRE_BUFFERIZE_STEPS: tuple[_Step, ...] = _steps(
+PRE_BUFFERIZE_STEPS: tuple[Step, ...] = steps(
     "func.func(linalg-generalize-named-ops)",
     "func.func(linalg-fuse-elementwise-ops)",
     "func.func(lower-affine)",
     "func.func(tm-tensor-bufferize)",
 )
 
-BUFFERIZE_STEPS: tuple[_Step, ...] = _steps(
+BUFFERIZE_STEPS: tuple[Step, ...] = steps(
     # allow-return-allocs-from-loops: an scf.while whose condition forwards its tensor
     # carries a new buffer per iteration, which is refused without it.
     "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
@@ -110,7 +111,7 @@ BUFFERIZE_STEPS: tuple[_Step, ...] = _steps(
     "convert-bufferization-to-memref",
 )
 
-TO_LLVM_STEPS: tuple[_Step, ...] = _steps(
+TO_LLVM_STEPS: tuple[Step, ...] = steps(
     "func.func(refback-munge-memref-copy)",
     "func.func(tm-tensor-to-loops)",
     "func.func(convert-linalg-to-loops)",
@@ -224,7 +225,7 @@ def move_bf16_through_memory_as_i16(module: ir.Module) -> None:
         if type_ == bf16:
             return i16
         if isinstance(type_, ir.VectorType) and type_.element_type == bf16:
-            return ir.VectorType.get(type_.shape, i16)
+            return ir.VectorType.get(type_.shape, i16, loc=ir.Location.unknown())
         return None
 
     found: list[ir.Operation] = []
@@ -292,7 +293,7 @@ class ModuleLowering:
                 op.attributes["sym_visibility"] = ir.StringAttr.get("private")
         if "sym_visibility" in target.attributes:
             del target.attributes["sym_visibility"]  # public: kept, and given a C interface
-        self.run(_steps("symbol-dce"))
+        self.run(steps("symbol-dce"))
 
     def define_bf16_truncation(self) -> None:
         """Define ``__truncsfbf2`` (f32 -> bf16, round to nearest even) in the module.
@@ -308,8 +309,8 @@ class ModuleLowering:
         for op in helper.body.operations:
             op.operation.clone(ir.InsertionPoint(self.module.body))
 
-    def run(self, steps: Sequence[_Step]) -> None:
-        for name, pipeline in steps:
+    def run(self, to_run: Sequence[Step]) -> None:
+        for name, pipeline in to_run:
             manager = _PASS_MANAGERS.get(pipeline)
             if manager is None:
                 manager = _PASS_MANAGERS[pipeline] = PassManager.parse(pipeline)

@@ -1,0 +1,56 @@
+"""The OpenMP runtime that parallel tile loops run on.
+
+``convert-scf-to-openmp`` turns parallel loops into the ``omp`` dialect, which LLVM lowers
+to calls of the ``__kmpc_*`` entry points of LLVM's and Intel's OpenMP runtimes. torch's CPU
+wheels bring GNU OpenMP (``libgomp``), which has other entry points, so we load Intel's
+``libiomp5`` from the ``intel-openmp`` package and hand it to the ``ExecutionEngine`` as a
+shared library. Its symbols do not clash with ``libgomp``'s: torch keeps its own runtime.
+
+Idle workers of ``libiomp5`` spin for ``KMP_BLOCKTIME`` (200 ms by default) after each
+parallel region before they sleep. On a machine whose cores torch eager code also uses,
+that spinning steals them from the next torch op, so we default ``KMP_BLOCKTIME`` to 0
+(workers sleep at once; waking them costs a few microseconds per call), unless the
+environment already sets it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.metadata
+import logging
+import os
+from pathlib import Path
+
+from ..errors import ExecutionError
+
+__all__ = ["openmp_library"]
+
+log = logging.getLogger(__name__)
+
+_DISTRIBUTION = "intel-openmp"
+_LIBRARY = "libiomp5.so"
+
+
+@functools.cache
+def openmp_library() -> str:
+    """Path of ``libiomp5.so``, loaded into the process once (global symbols, for the JIT).
+
+    Raises :class:`~helion_mlir.errors.ExecutionError` when the ``intel-openmp`` package is
+    not installed (it is a dependency of this package; ``threads=1`` does not need it).
+    """
+    try:
+        files = importlib.metadata.distribution(_DISTRIBUTION).files or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    paths = [Path(str(f.locate())) for f in files if Path(str(f)).name == _LIBRARY]
+    found = next((p.resolve() for p in paths if p.exists()), None)
+    if found is None:
+        raise ExecutionError(
+            f"parallel tile loops need {_LIBRARY} from the '{_DISTRIBUTION}' package, which is not "
+            "installed; install it or compile with threads=1"
+        )
+    os.environ.setdefault("KMP_BLOCKTIME", "0")
+    ctypes.CDLL(str(found), mode=ctypes.RTLD_GLOBAL)
+    log.debug("loaded the OpenMP runtime %s (KMP_BLOCKTIME=%s)", found, os.environ["KMP_BLOCKTIME"])
+    return str(found)

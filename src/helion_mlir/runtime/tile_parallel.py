@@ -1,0 +1,246 @@
+"""Top-level tile loops become ``scf.forall`` when their tiles provably write disjoint slices.
+
+The emitted function walks its grid sequentially: a nest of ``scf.for`` loops (one per
+grid dimension) carries the destination tensors through ``iter_args``, and each tile ends
+with ``tensor.insert_slice`` of its result into them (destination-passing style). Tiles run
+one after another, so a tile could in principle read what an earlier tile wrote; only when
+no tile can see another's writes may the tiles run in parallel.
+
+A nest is parallelized when, for every carried tensor and every loop of the nest, the tile
+provably writes and reads only its own slice:
+
+* the value yielded for the tensor is a ``tensor.insert_slice`` into the carried tensor,
+  used by nothing else;
+* that store, and every ``tensor.extract_slice`` of the carried tensor in the body (a
+  kernel reading back what it stores, as atomics and in-place updates do), has in some
+  dimension the offset ``iv`` with a size of at most the loop's step (``hl.tile``; a
+  ragged edge clips the size with ``min(step, ...)``), or the offset ``iv floordiv step``
+  with size 1 (``tile.id``);
+* the carried tensor has no other use than those and ``tensor.dim``.
+
+Slices that differ in some dimension are disjoint, so tiles neither overwrite nor read
+each other's results, and the order of the tiles does not matter. A kernel that
+accumulates across tiles (column sums with atomics, a store indexed by data) fails the
+proof and stays sequential. Only the perfect prefix of the nest (outer bodies hold just
+index arithmetic and the next loop) is collapsed into one multi-dimensional ``scf.forall``
+with ``tensor.parallel_insert_slice``; one-shot bufferization then writes each tile in
+place into the shared destination.
+
+Small nests stay sequential too: waking worker threads costs microseconds, more than a
+kernel over a few thousand elements takes (:data:`MIN_PARALLEL_WORK`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch_mlir import ir
+from torch_mlir.dialects import scf
+
+__all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops"]
+
+#: Estimated scalar operations (see :func:`estimate_work`) below which a nest with static
+#: trip counts stays sequential.
+MIN_PARALLEL_WORK = 1 << 16
+
+_DYNAMIC = ir.ShapedType.get_dynamic_size()
+# Ops allowed in an outer loop body besides the inner loop: index arithmetic.
+_PURE_PREFIXES = ("arith.", "index.", "affine.apply", "affine.min", "affine.max")
+
+
+def _owner(value: ir.Value) -> ir.Operation | None:
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def _constant_index(value: ir.Value) -> int | None:
+    owner = _owner(value)
+    if owner is None or owner.name != "arith.constant":
+        return None
+    attr = owner.attributes["value"]
+    return attr.value if isinstance(attr, ir.IntegerAttr) else None
+
+
+def _at_most(size: ir.Value | int, bound: int) -> bool:
+    """Whether a slice size is provably at most ``bound``."""
+    if isinstance(size, int):
+        return 0 <= size <= bound
+    constant = _constant_index(size)
+    if constant is not None:
+        return 0 <= constant <= bound
+    owner = _owner(size)
+    if owner is not None and owner.name in ("arith.minsi", "arith.minui"):
+        return any(_at_most(operand, bound) for operand in owner.operands)
+    return False
+
+
+def _offsets_and_sizes(op: ir.Operation, first_dynamic: int) -> tuple[list, list]:
+    """Offsets and sizes of a slice op, each an int or the ``Value`` of a dynamic one."""
+    dynamic = iter(list(op.operands)[first_dynamic:])
+    offsets = [next(dynamic) if o == _DYNAMIC else o for o in ir.DenseI64ArrayAttr(op.attributes["static_offsets"])]
+    sizes = [next(dynamic) if s == _DYNAMIC else s for s in ir.DenseI64ArrayAttr(op.attributes["static_sizes"])]
+    return offsets, sizes
+
+
+def _separates(offsets: list, sizes: list, iv: ir.Value, step: int) -> bool:
+    """Whether some dimension keeps the slices of different iterations of a loop apart."""
+    for offset, size in zip(offsets, sizes):
+        if not isinstance(offset, ir.Value):
+            continue
+        if offset == iv and _at_most(size, step):
+            return True
+        owner = _owner(offset)
+        if (
+            owner is not None
+            and owner.name in ("arith.divui", "arith.divsi", "arith.floordivsi")
+            and owner.operands[0] == iv
+            and _constant_index(owner.operands[1]) == step
+            and _at_most(size, 1)
+        ):
+            return True
+    return False
+
+
+def _defined_in(value: ir.Value, op: ir.Operation) -> bool:
+    node = value.owner.owner if isinstance(value.owner, ir.Block) else value.owner.operation
+    while node is not None and node.name != "builtin.module":
+        if node == op:
+            return True
+        parent = node.parent
+        node = parent.operation if parent is not None else None
+    return False
+
+
+def _perfect_nest(loop: ir.Operation) -> list[ir.Operation]:
+    """``loop`` and the loops perfectly nested in it that carry the same tensors."""
+    nest = [loop]
+    while True:
+        outer = nest[-1]
+        body = outer.regions[0].blocks[0]
+        ops = [op.operation for op in body.operations]
+        inner = [op for op in ops if op.name == "scf.for"]
+        others = [op for op in ops if op.name not in ("scf.for", "scf.yield")]
+        if len(inner) != 1 or any(len(op.regions) or not op.name.startswith(_PURE_PREFIXES) for op in others):
+            return nest
+        loop_ = inner[0]
+        carried = list(body.arguments)[1:]
+        if list(loop_.operands)[3:] != carried or list(ops[-1].operands) != list(loop_.results):
+            return nest
+        if any(_defined_in(bound, outer) for bound in list(loop_.operands)[:3]):
+            return nest
+        nest.append(loop_)
+
+
+def _trip_count(loop: ir.Operation) -> int | None:
+    lower, upper, step = (_constant_index(v) for v in list(loop.operands)[:3])
+    if lower is None or upper is None or step is None or step <= 0:
+        return None
+    return max(0, -(-(upper - lower) // step))
+
+
+def estimate_work(op: ir.Operation) -> int:
+    """Scalar operations of the ops nested in ``op``: a linalg op counts its largest static
+    operand times its payload, a loop its trip count (16 when unknown) times its body."""
+    total = 0
+    for region in op.regions:
+        for block in region.blocks:
+            for nested in block.operations:
+                nested = nested.operation
+                if nested.name.startswith("linalg.") and len(nested.regions):
+                    shapes = [v.type.shape for v in nested.operands if isinstance(v.type, ir.ShapedType) and v.type.has_static_shape]
+                    payload = len(list(nested.regions[0].blocks[0].operations))
+                    total += max([math.prod(s) for s in shapes] or [1]) * max(1, payload - 1)
+                elif nested.name == "scf.for":
+                    trips = _trip_count(nested)
+                    total += (16 if trips is None else trips) * estimate_work(nested)
+                else:
+                    total += estimate_work(nested) if len(nested.regions) else 1
+    return total
+
+
+def _writes_disjoint_tiles(nest: list[ir.Operation]) -> list[ir.Operation] | None:
+    """The final store of each carried tensor, when the proof above holds; else None."""
+    steps = [_constant_index(loop.operands[2]) for loop in nest]
+    if any(step is None or step <= 0 for step in steps):
+        return None
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in nest]
+    body = nest[-1].regions[0].blocks[0]
+    yielded = list(list(body.operations)[-1].operands)
+    stores = []
+    for carried, value in zip(list(body.arguments)[1:], yielded):
+        store = _owner(value)
+        if not isinstance(carried.type, ir.RankedTensorType) or store is None:
+            return None
+        if store.name != "tensor.insert_slice" or store.operands[1] != carried or len(list(value.uses)) != 1:
+            return None
+        for use in carried.uses:
+            user = use.owner
+            if user == store or user.name == "tensor.dim":
+                continue
+            if user.name != "tensor.extract_slice":
+                return None
+            if not all(_separates(*_offsets_and_sizes(user, 1), iv, s) for iv, s in zip(ivs, steps)):
+                return None
+        if not all(_separates(*_offsets_and_sizes(store, 2), iv, s) for iv, s in zip(ivs, steps)):
+            return None
+        stores.append(store)
+    return stores
+
+
+def _to_forall(nest: list[ir.Operation], stores: list[ir.Operation]) -> None:
+    outer, inner = nest[0], nest[-1]
+    def bounds(position: int) -> list[ir.Value | int]:
+        values = [loop.operands[position] for loop in nest]
+        return [v if (c := _constant_index(v)) is None else c for v in values]
+
+    with ir.InsertionPoint(outer), outer.location:
+        forall = scf.ForallOp(bounds(0), bounds(1), bounds(2), list(outer.operands)[3:])
+    body = forall.body
+    terminator_ip = ir.InsertionPoint(body)
+    for loop in nest:
+        for op in list(loop.regions[0].blocks[0].operations):
+            op = op.operation
+            if op.name == "scf.yield" or (loop is not inner and op.name == "scf.for") or op in stores:
+                continue
+            op.detach_from_parent()
+            terminator_ip.insert(op)
+    for loop, iv in zip(nest, list(body.arguments)[: len(nest)]):
+        loop.regions[0].blocks[0].arguments[0].replace_all_uses_with(iv)
+    for carried, shared in zip(list(inner.regions[0].blocks[0].arguments)[1:], list(body.arguments)[len(nest):]):
+        carried.replace_all_uses_with(shared)
+    with ir.InsertionPoint(body), inner.location:
+        in_parallel = scf.InParallelOp()
+    for store in stores:
+        ir.Operation.create(
+            "tensor.parallel_insert_slice",
+            operands=list(store.operands),
+            attributes={name: store.attributes[name] for name in store.attributes},
+            loc=store.location,
+            ip=ir.InsertionPoint(in_parallel.block),
+        )
+    for old, new in zip(outer.results, forall.results):
+        old.replace_all_uses_with(new)
+    outer.erase()
+
+
+def parallelize_tile_loops(func: ir.OpView, *, min_work: int | None = None) -> int:
+    """Turn the function's top-level tile loop nests into ``scf.forall`` where legal and
+    worth it (``min_work`` defaults to :data:`MIN_PARALLEL_WORK`); returns how many nests
+    were converted. Run ``canonicalize`` first: constants must sit outside the loops."""
+    min_work = MIN_PARALLEL_WORK if min_work is None else min_work
+    converted = 0
+    for op in list(func.regions[0].blocks[0].operations):
+        if op.operation.name != "scf.for":
+            continue
+        nest = _perfect_nest(op.operation)
+        stores = _writes_disjoint_tiles(nest)
+        if stores is None:
+            continue
+        trips = [_trip_count(loop) for loop in nest]
+        if None not in trips and math.prod(trips) * estimate_work(nest[-1]) < min_work:  # type: ignore[arg-type]
+            continue
+        if None not in trips and math.prod(trips) < 2:  # type: ignore[arg-type]
+            continue
+        _to_forall(nest, stores)
+        converted += 1
+    return converted

@@ -1,0 +1,324 @@
+"""The fast CPU pipeline: which tile loops run in parallel, what the tile bodies become,
+how destinations are written in place, and that OpenMP workers really run.
+
+Numbers against the plain pipeline on random shapes are in test_fast_pipeline_properties.py;
+every example runs through the fast pipeline in test_examples_mlir.py.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import helion
+import pytest
+import torch
+from examples_util import load_example_by_name
+from filecheck_util import run_filecheck
+from torch_mlir import ir
+from torch_mlir.passmanager import PassManager
+
+from helion_mlir import generate_mlir
+from helion_mlir.mlir_context import mlir_session
+from helion_mlir.runtime.engine import compile_module, lower_module
+from helion_mlir.runtime.tile_parallel import parallelize_tile_loops
+from helion_mlir.runtime.vectorize import fold_add_into_matmul, host_vector_shape
+from helion_mlir.verify import parse_module
+
+
+def _example_module(name: str, args: tuple[object, ...] | str = "ragged", **config: object) -> str:
+    """The emitted module of an example on its ``make_args(args)`` (or on ``args``)."""
+    module = load_example_by_name(name)
+    kernel = helion.kernel(module.KERNEL.fn, config=helion.Config(**config)) if config else module.KERNEL
+    return generate_mlir(kernel.bind(module.make_args(args) if isinstance(args, str) else args))
+
+
+def _transformed(text: str, transform) -> tuple[object, str]:
+    """Apply ``transform(module)`` after canonicalize + cse; (its result, verified module text)."""
+    with mlir_session():
+        module = parse_module(text)
+        PassManager.parse("builtin.module(func.func(canonicalize,cse))").run(module.operation)
+        result = transform(module)
+        assert module.operation.verify()
+        return result, str(module)
+
+
+def _parallelized(text: str, min_work: int = 0) -> tuple[int, str]:
+    def run(module: ir.Module) -> int:
+        return sum(parallelize_tile_loops(op, min_work=min_work)
+                   for op in module.body.operations if op.operation.name == "func.func")
+
+    return _transformed(text, run)  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------ parallel tile loops
+def test_a_grid_whose_tiles_store_their_own_slices_becomes_one_forall() -> None:
+    count, text = _parallelized(_example_module("add"))
+    assert count == 1
+    run_filecheck(text, """
+        // CHECK: func.func @add(%[[X:.*]]: tensor<37x100xf32>, %[[Y:.*]]: tensor<37x100xf32>, %[[OUT:.*]]: tensor<37x100xf32>)
+        // CHECK-NOT: scf.for {{.*}} iter_args
+        // CHECK: scf.forall (%[[I:.*]], %[[J:.*]]) = (0, 0) to (37, 100) step (16, 32) shared_outs(%[[SHARED:.*]] = %[[OUT]])
+        // CHECK: tensor.extract_slice %[[X]][%[[I]], %[[J]]]
+        // CHECK: scf.forall.in_parallel
+        // CHECK-NEXT: tensor.parallel_insert_slice %{{.*}} into %[[SHARED]][%[[I]], %[[J]]]
+    """)
+
+
+def test_tiles_accumulating_into_shared_columns_stay_sequential() -> None:
+    # column_stats: every row tile updates the same column slices (atomics).
+    count, text = _parallelized(_example_module("column_stats"))
+    assert count == 0
+    run_filecheck(text, "// CHECK: scf.for\n// CHECK-NOT: scf.forall")
+
+
+def test_stores_at_the_tile_id_are_disjoint() -> None:
+    # block_scan: phase 1 stores one sum per tile at tile.id, phase 2 its own output slice.
+    count, text = _parallelized(_example_module("block_scan"))
+    assert count == 2
+    run_filecheck(text, """
+        // CHECK: scf.forall (%[[T:.*]]) = (0) to (1000) step (64)
+        // CHECK: %[[ID:.*]] = arith.divui %[[T]], %{{.*}} : index
+        // CHECK: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[ID]]] [1] [1]
+        // CHECK: scf.forall
+    """)
+
+
+def test_a_tile_reading_its_neighbours_slice_stays_sequential() -> None:
+    shift = """
+    func.func @shift(%x: tensor<64xf32>, %out: tensor<64xf32>) -> tensor<64xf32> {
+      %c0 = arith.constant 0 : index
+      %c16 = arith.constant 16 : index
+      %c48 = arith.constant 48 : index
+      %r = scf.for %i = %c0 to %c48 step %c16 iter_args(%acc = %out) -> (tensor<64xf32>) {
+        %next = arith.addi %i, %c16 : index
+        %later = tensor.extract_slice %acc[%next] [16] [1] : tensor<64xf32> to tensor<16xf32>
+        %new = tensor.insert_slice %later into %acc[%i] [16] [1] : tensor<16xf32> into tensor<64xf32>
+        scf.yield %new : tensor<64xf32>
+      }
+      return %r : tensor<64xf32>
+    }
+    """
+    assert _parallelized(shift)[0] == 0
+    out = torch.arange(64.0)
+    (got,) = compile_module(shift, "shift", threads=2)(torch.zeros(64), out)
+    assert torch.equal(got, torch.cat([torch.arange(16.0, 64.0), torch.arange(48.0, 64.0)]))
+
+
+def test_nests_with_little_work_stay_sequential_by_default() -> None:
+    text = _example_module("add")  # 37x100: a few thousand operations
+    assert _parallelized(text, min_work=None)[0] == 0  # type: ignore[arg-type]
+    assert _parallelized(text, min_work=0)[0] == 1
+
+
+# ------------------------------------------------------------------ tile bodies
+def test_accumulating_a_matmul_into_the_carried_tile_folds_into_the_matmul() -> None:
+    count, text = _transformed(_example_module("matmul", "divisible"), fold_add_into_matmul)
+    assert count == 1
+    run_filecheck(text, """
+        // CHECK: scf.for %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (tensor<16x16xf32>)
+        // CHECK: %[[MM:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<16x32xf32>, tensor<32x16xf32>) outs(%[[ACC]] : tensor<16x16xf32>)
+        // CHECK-NOT: arith.addf
+        // CHECK: scf.yield %[[MM]]
+    """)
+
+
+def test_parallel_row_tiles_are_vectorized_on_openmp_without_heap_allocation() -> None:
+    text = _example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
+    lanes = host_vector_shape().elements
+    run_filecheck(lower_module(text, "softmax_one_pass", threads=2, in_place=True), f"""
+        // CHECK-LABEL: llvm.func @softmax_one_pass(
+        // CHECK: omp.parallel
+        // CHECK: omp.wsloop
+        // CHECK: llvm.intr.stacksave
+        // CHECK: vector<{lanes}xf32>
+        // CHECK: llvm.intr.stackrestore
+        // CHECK-NOT: llvm.call @malloc
+        // CHECK-NOT: llvm.call @expf
+        // CHECK-LABEL: llvm.func @_mlir_ciface_softmax_one_pass(
+    """)
+
+
+def test_matmul_tiles_are_register_blocks_of_fmas() -> None:
+    text = _example_module("matmul", (torch.randn(128, 128), torch.randn(128, 128)), block_sizes=[64, 64, 64])
+    nr = host_vector_shape().nr
+    run_filecheck(lower_module(text, "matmul", threads=1, in_place=True), f"""
+        // CHECK-LABEL: llvm.func @matmul(
+        // CHECK: llvm.intr.fmuladd(%{{{{.*}}}}) : (vector<{nr}xf32>, vector<{nr}xf32>, vector<{nr}xf32>) -> vector<{nr}xf32>
+        // CHECK-NOT: llvm.call @malloc
+    """)
+
+
+# ------------------------------------------------------------------ exp / exp2
+EXPONENTIALS = """
+#id = affine_map<(d0) -> (d0)>
+func.func @exponentials(%x: tensor<{n}xf32>, %e: tensor<{n}xf32>, %e2: tensor<{n}xf32>, %p2: tensor<{n}xf32>)
+    -> (tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>) {{
+  %two = arith.constant 2.0 : f32
+  %r:3 = linalg.generic {{indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel"]}}
+      ins(%x : tensor<{n}xf32>) outs(%e, %e2, %p2 : tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>) {{
+  ^bb0(%v: f32, %o1: f32, %o2: f32, %o3: f32):
+    %a = math.exp %v : f32
+    %b = math.exp2 %v : f32
+    %c = math.powf %two, %v : f32
+    linalg.yield %a, %b, %c : f32, f32, f32
+  }} -> (tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>)
+  return %r#0, %r#1, %r#2 : tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>
+}}
+"""
+
+
+def _ulps(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Error in units of the last place of the float32 result ``want`` (float64)."""
+    ulp = torch.finfo(torch.float32).eps * want.abs().clamp_min(torch.finfo(torch.float32).tiny)
+    return (got.double() - want).abs() / ulp
+
+
+def test_exp_and_exp2_are_vector_polynomials_within_two_ulp() -> None:
+    specials = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 88.72, 88.73, -87.3, -100.0,
+                             -104.0, -149.0, -150.5, 127.9, 128.0, 1e-30, -1e-30])
+    x = torch.cat([torch.linspace(-110.0, 110.0, 1 << 16), torch.randn(1 << 14) * 10, specials])
+    n = x.numel()
+    text = EXPONENTIALS.format(n=n)
+    assert "@expf" not in lower_module(text, "exponentials", threads=1)
+    exp, exp2, pow2 = compile_module(text, "exponentials", threads=1)(x, torch.empty(n), torch.empty(n), torch.empty(n))
+    for got, want in ((exp, torch.exp(x.double())), (exp2, torch.exp2(x.double())), (pow2, torch.exp2(x.double()))):
+        rounded = want.float()  # infinities and zeros where float32 overflows and underflows
+        normal = torch.isfinite(rounded) & (rounded.abs() >= torch.finfo(torch.float32).tiny)
+        assert _ulps(got[normal], want[normal]).max() <= 2
+        subnormal = torch.isfinite(rounded) & ~normal
+        assert ((got[subnormal].double() - want[subnormal]).abs() <= 2 * 2.0**-149).all()
+        assert torch.equal(torch.isinf(got), torch.isinf(rounded)) and torch.equal(got.isnan(), x.isnan())
+
+
+# ------------------------------------------------------------------ in-place destinations
+REVERSE_ADD = """
+func.func @reverse_add(%x: tensor<64xf32>, %y: tensor<64xf32>, %out: tensor<64xf32>) -> tensor<64xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (63 - d0)>, affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                       iterator_types = ["parallel"]}
+      ins(%x, %y : tensor<64xf32>, tensor<64xf32>) outs(%out : tensor<64xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<64xf32>
+  return %r : tensor<64xf32>
+}
+"""
+
+
+def test_in_place_destination_is_written_and_returned_as_the_same_tensor() -> None:
+    fn = compile_module(REVERSE_ADD, "reverse_add", in_place=True)
+    assert fn.held_by == (2,)
+    x, y, out = torch.randn(64), torch.randn(64), torch.empty(64)
+    x_before, y_before = x.clone(), y.clone()
+    (got,) = fn(x, y, out)
+    assert got is out and torch.equal(out, x.flip(0) + y)
+    assert torch.equal(x, x_before) and torch.equal(y, y_before)
+
+
+def test_in_place_destination_that_is_not_contiguous_is_written_back() -> None:
+    fn = compile_module(REVERSE_ADD, "reverse_add", in_place=True)
+    x, y = torch.randn(64), torch.randn(64)
+    out = torch.zeros(64, 2)[:, 0]  # every other element of its storage
+    (got,) = fn(x, y, out)
+    assert got is out and torch.equal(out, x.flip(0) + y)
+
+
+def test_in_place_destination_sharing_memory_with_an_input_keeps_value_semantics() -> None:
+    fn = compile_module(REVERSE_ADD, "reverse_add", in_place=True)
+    x, y = torch.randn(64), torch.randn(64)
+    expected = x.flip(0) + y
+    (got,) = fn(x, y, x)  # written in place, the reversed reads would see half-written values
+    assert got is x and torch.equal(x, expected)
+
+
+def test_without_in_place_the_destination_is_left_alone() -> None:
+    fn = compile_module(REVERSE_ADD, "reverse_add")
+    assert fn.held_by == (None,)
+    x, y, out = torch.randn(64), torch.randn(64), torch.full((64,), 7.0)
+    (got,) = fn(x, y, out)
+    assert got is not out and torch.equal(got, x.flip(0) + y) and (out == 7.0).all()
+
+
+COUNT_INTO_BINS = """
+func.func @count(%bins: tensor<6xi64>, %counts: tensor<4xi32>) -> tensor<4xi32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %one = arith.constant 1 : i32
+  %r = scf.for %i = %c0 to %c6 step %c1 iter_args(%acc = %counts) -> (tensor<4xi32>) {
+    %b64 = tensor.extract %bins[%i] : tensor<6xi64>
+    %b = arith.index_cast %b64 : i64 to index
+    %old = tensor.extract %acc[%b] : tensor<4xi32>
+    %new = arith.addi %old, %one : i32
+    %elt = tensor.from_elements %new : tensor<1xi32>
+    %stored = tensor.insert_slice %elt into %acc[%b] [1] [1] : tensor<1xi32> into tensor<4xi32>
+    scf.yield %stored : tensor<4xi32>
+  }
+  return %r : tensor<4xi32>
+}
+"""
+
+
+def test_element_stores_update_the_carried_buffer_in_place() -> None:
+    # A one-element slice store becomes tensor.insert, which computes the loop's tensor in
+    # its carried buffer: one store per element, no copy of the whole tensor per iteration.
+    text = lower_module(COUNT_INTO_BINS, "count", threads=1, in_place=True)
+    assert text.count("llvm.store") == 1 and "malloc" not in text
+    fn = compile_module(COUNT_INTO_BINS, "count", in_place=True)
+    assert fn.held_by == (1,)
+    bins, counts = torch.tensor([3, 0, 3, 1, 3, 0]), torch.zeros(4, dtype=torch.int32)
+    (got,) = fn(bins, counts)
+    assert got is counts and torch.equal(counts, torch.bincount(bins, minlength=4).to(torch.int32))
+
+
+# ------------------------------------------------------------------ OpenMP workers
+def test_parallel_tiles_keep_two_cores_busy() -> None:
+    """In a fresh process: the first parallel call starts a worker thread, which then
+    accumulates CPU time of its own (Linux: /proc/self/task)."""
+    code = textwrap.dedent("""
+        import os, sys
+        sys.path.insert(0, "tests")
+        import torch
+        from examples_util import load_example_by_name
+        from helion_mlir.runtime.compiled_kernel import compile_kernel
+
+        def cpu_ticks():
+            ticks = {}
+            for tid in os.listdir("/proc/self/task"):
+                fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
+                ticks[int(tid)] = int(fields[11]) + int(fields[12])  # utime + stime
+            return ticks
+
+        add = load_example_by_name("add")
+        x, y = torch.randn(2048, 2048), torch.randn(2048, 2048)
+        compiled = compile_kernel(add.KERNEL.bind((x, y)), threads=2)
+        before = cpu_ticks()
+        for _ in range(40):
+            assert torch.equal(compiled(x, y), x + y)
+        after = cpu_ticks()
+        workers = [tid for tid in after if tid not in before and tid != os.getpid()]
+        print(max((after[tid] for tid in workers), default=0))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert int(out.stdout.split()[-1]) > 0, out.stdout + out.stderr
+
+
+def test_one_thread_needs_no_openmp() -> None:
+    text = _example_module("add", (torch.randn(1024, 1024), torch.randn(1024, 1024)))
+    assert "omp." not in lower_module(text, "add", threads=1)
+    assert "omp.parallel" in lower_module(text, "add", threads=2)
+
+
+@pytest.mark.parametrize("pipeline", ["fast", "plain"])
+def test_pipeline_and_thread_count_are_part_of_the_cache_key(pipeline: str) -> None:
+    one = compile_module(REVERSE_ADD, "reverse_add", pipeline=pipeline, threads=1)
+    assert compile_module(REVERSE_ADD, "reverse_add", pipeline=pipeline, threads=1) is one
+    assert one.pipeline == pipeline
+    if pipeline == "fast":
+        assert compile_module(REVERSE_ADD, "reverse_add", threads=2) is not one
+        assert compile_module(REVERSE_ADD, "reverse_add", threads=1, in_place=True) is not one
+    else:
+        with pytest.raises(ValueError, match="in_place needs the fast pipeline"):
+            compile_module(REVERSE_ADD, "reverse_add", pipeline="plain", in_place=True)

@@ -1,0 +1,105 @@
+"""Properties: the fast CPU pipeline computes what the plain one computes, for any shape,
+block sizes and thread count.
+
+Five kernels from ``examples/`` cover what the fast pipeline changes: elementwise tiles
+(add), row reductions with ``exp`` (one-pass softmax, layer norm), matmul tiles
+accumulating in place, and flash attention (batched matmuls, ``exp2``, loop-carried
+tiles). The work threshold below which tile loops stay sequential is set to zero here, so
+that even the small drawn shapes run their tiles on parallel workers. Elementwise results
+must be identical; reductions and matmuls may differ by the rounding of a different
+summation order (and ``exp``/``exp2`` by the polynomial's 2 ulp).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import helion
+import pytest
+import torch
+from examples_util import load_example_by_name, register_cpu_matmul_dtype_overloads
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helion_mlir.runtime import tile_parallel
+from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.engine import clear_compile_cache
+
+POW2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
+THREADS = st.sampled_from([1, 2])
+CLOSE = dict(rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parallel_even_when_small() -> Iterator[None]:
+    register_cpu_matmul_dtype_overloads()
+    saved = tile_parallel.MIN_PARALLEL_WORK
+    tile_parallel.MIN_PARALLEL_WORK = 0
+    clear_compile_cache()  # compiled functions are cached without the threshold in their key
+    yield
+    tile_parallel.MIN_PARALLEL_WORK = saved
+    clear_compile_cache()
+
+
+def _with_config(name: str, **config: object) -> helion.Kernel:
+    return helion.kernel(load_example_by_name(name).KERNEL.fn, config=helion.Config(**config))
+
+
+def _randn(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _both(kernel: helion.Kernel, args: tuple[object, ...], threads: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fast, plain) results on fresh copies of ``args``."""
+    results = []
+    for pipeline in ("fast", "plain"):
+        fresh = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        compiled = compile_kernel(kernel.bind(tuple(fresh)), pipeline=pipeline, threads=threads)
+        results.append(compiled(*fresh))
+    return results[0], results[1]
+
+
+@settings(max_examples=8)
+@given(rows=st.integers(1, 150), cols=st.integers(1, 150), block_m=POW2, block_n=POW2, threads=THREADS)
+def test_elementwise_tiles_are_identical_to_the_plain_pipeline(rows, cols, block_m, block_n, threads) -> None:
+    x, y = _randn(rows, cols, seed=1), _randn(rows, cols, seed=2)
+    fast, plain = _both(_with_config("add", block_sizes=[block_m, block_n]), (x, y), threads)
+    assert torch.equal(fast, plain)
+
+
+@settings(max_examples=6)
+@given(rows=st.integers(1, 80), cols=st.integers(1, 300), block=POW2, threads=THREADS)
+def test_softmax_rows_match_the_plain_pipeline(rows, cols, block, threads) -> None:
+    x = 3 * _randn(rows, cols, seed=3)
+    fast, plain = _both(_with_config("softmax_one_pass", block_sizes=[block]), (x,), threads)
+    torch.testing.assert_close(fast, plain, **CLOSE)
+
+
+@settings(max_examples=5)
+@given(rows=st.integers(1, 64), cols=st.integers(1, 200), block=POW2, threads=THREADS)
+def test_layer_norm_rows_match_the_plain_pipeline(rows, cols, block, threads) -> None:
+    args = (_randn(rows, cols, seed=4), _randn(cols, seed=5), _randn(cols, seed=6), 1e-5)
+    fast, plain = _both(_with_config("layer_norm", block_sizes=[block]), args, threads)
+    torch.testing.assert_close(fast, plain, **CLOSE)
+
+
+@settings(max_examples=6)
+@given(m=st.integers(1, 130), k=st.integers(1, 130), n=st.integers(1, 130),
+       blocks=st.tuples(st.sampled_from([8, 16, 32, 64]), st.sampled_from([8, 16, 32, 64]), st.sampled_from([8, 16, 64])),
+       threads=THREADS)
+def test_matmul_tiles_match_the_plain_pipeline(m, k, n, blocks, threads) -> None:
+    x, y = _randn(m, k, seed=7), _randn(k, n, seed=8)
+    fast, plain = _both(_with_config("matmul", block_sizes=list(blocks)), (x, y), threads)
+    torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-4)
+
+
+@settings(max_examples=3)
+@given(heads=st.integers(1, 3), seq_q=st.integers(1, 70), seq_k=st.integers(1, 70),
+       head_dim=st.sampled_from([16, 32]), block_m=st.sampled_from([16, 32]), block_n=st.sampled_from([16, 32]),
+       threads=THREADS)
+def test_flash_attention_matches_the_plain_pipeline(heads, seq_q, seq_k, head_dim, block_m, block_n, threads) -> None:
+    q, k, v = (_randn(heads, s, head_dim, seed=seed) for s, seed in ((seq_q, 9), (seq_k, 10), (seq_k, 11)))
+    args = (q, k, v, 1.0 / math.sqrt(head_dim))
+    fast, plain = _both(_with_config("attention", block_sizes=[1, block_m, block_n]), args, threads)
+    torch.testing.assert_close(fast, plain, **CLOSE)
