@@ -24,6 +24,8 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith
 from torch_mlir.dialects import math as mmath
 
+from .ir_walk import ops_where
+
 __all__ = ["expand_exponentials"]
 
 _LOG2E = 1.4426950408889634
@@ -104,15 +106,12 @@ def _f32(type_: ir.Type) -> bool:
 
 def expand_exponentials(module: ir.Module) -> int:
     """Replace every f32 ``math.exp``, ``math.exp2`` and ``math.powf(2.0, x)``; returns how many."""
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
+    def exponential(op: ir.Operation) -> bool:
         if op.name in ("math.exp", "math.exp2") or (op.name == "math.powf" and _is_two(op.operands[0])):
-            if _f32(op.results[0].type):
-                found.append(op)
-        return ir.WalkResult.ADVANCE
+            return _f32(op.results[0].type)
+        return False
 
-    module.operation.walk(visit)
+    found = ops_where(module, exponential)
     for op in found:
         b = _Builder(op.results[0].type)
         with ir.InsertionPoint(op), op.location:

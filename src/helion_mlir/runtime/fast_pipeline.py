@@ -28,14 +28,20 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from torch_mlir import ir
 
 from .fast_math import expand_exponentials
+from .ir_walk import defining_op, ops_where
 from .low_precision import emulate_low_precision_floats
-from .pipeline import ModuleLowering, Step, mark_fresh_buffers_restrict, steps, store_single_elements_in_place
+from .pipeline import (
+    ModuleLowering,
+    Step,
+    mark_fresh_buffers_restrict,
+    steps,
+    store_single_elements_in_place,
+)
 from .tile_parallel import parallelize_tile_loops
 from .vectorize import fold_add_into_matmul, vectorize_tiles
 
@@ -110,14 +116,9 @@ def _openmp_steps(threads: int) -> tuple[Step, ...]:
     return steps(f"convert-scf-to-openmp{{num-threads={threads}}}", "func.func(canonicalize)")
 
 
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
-
-
 def _tied_init(value: ir.Value) -> ir.Value | None:
     """The tensor a destination-style result was computed in, or None."""
-    op = _owner(value)
+    op = defining_op(value)
     if op is None:
         return None
     if op.name in ("tensor.insert", "tensor.insert_slice", "vector.transfer_write"):
@@ -207,23 +208,11 @@ def _mark_writable(func: ir.OpView, arguments: set[int]) -> None:
     func.attributes["arg_attrs"] = ir.ArrayAttr.get(updated)
 
 
-def _walk(module: ir.Module, wanted: Callable[[ir.Operation], bool]) -> list[ir.Operation]:
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if wanted(op):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found
-
-
 def store_yields_in_carried_buffers(module: ir.Module) -> int:
     """Give every static carried tensor of an ``scf.for`` that the body does not update in
     place a final full-size ``tensor.insert_slice`` into it; returns how many."""
     stored = 0
-    for loop in _walk(module, lambda op: op.name == "scf.for"):
+    for loop in ops_where(module, lambda op: op.name == "scf.for"):
         body = loop.regions[0].blocks[0]
         terminator = list(body.operations)[-1].operation
         yielded = list(terminator.operands)
@@ -269,7 +258,7 @@ def promote_small_buffers_to_stack(module: ir.Module, limit: int = STACK_ALLOCAT
     function or parallel-loop body -> ``memref.alloca`` (never inside a sequential loop,
     where every iteration would grow the stack)."""
     promoted = 0
-    for alloc in _walk(module, lambda op: op.name == "memref.alloc"):
+    for alloc in ops_where(module, lambda op: op.name == "memref.alloc"):
         type_ = alloc.results[0].type
         parent = alloc.parent
         if parent is None or parent.name not in ("func.func", "scf.forall") or not type_.has_static_shape:
@@ -295,7 +284,7 @@ def inline_alloca_scopes(module: ir.Module) -> None:
     -> ``llvm.intr.stacksave``, its body, ``llvm.intr.stackrestore``; done before
     ``convert-scf-to-cf`` gives the body several blocks, which the scope op does not allow."""
     pointer = ir.Type.parse("!llvm.ptr")
-    for scope in reversed(_walk(module, lambda op: op.name == "memref.alloca_scope")):
+    for scope in reversed(ops_where(module, lambda op: op.name == "memref.alloca_scope")):
         ops = [op.operation for op in scope.regions[0].blocks[0].operations]
         with ir.InsertionPoint(scope), scope.location:
             saved = ir.Operation.create("llvm.intr.stacksave", results=[pointer])
@@ -355,5 +344,5 @@ def lower_fast(
         "%d result(s) in place",
         lowering.func_name, parallel, threads, exponentials, vectorized, sum(h is not None for h in held),
     )
-    uses_openmp = bool(_walk(lowering.module, lambda op: op.name.startswith("omp.")))
+    uses_openmp = bool(ops_where(lowering.module, lambda op: op.name.startswith("omp.")))
     return FastLowering(held, uses_openmp)

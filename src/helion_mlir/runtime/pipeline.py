@@ -37,6 +37,7 @@ from ..errors import ExecutionError
 from ..mlir_context import format_diagnostic
 from ..mlir_types import DTYPES_OF_ELEMENT_TYPES
 from ..output_type import TORCH_BACKEND_PIPELINE, OutputType
+from .ir_walk import defining_op, ops_where
 from .params import SCALAR_KINDS, Param, ScalarParam, TensorParam
 
 log = logging.getLogger(__name__)
@@ -173,22 +174,20 @@ def store_single_elements_in_place(module: ir.Module) -> None:
     ``memref.store`` in place.
     """
     dynamic = ir.ShapedType.get_dynamic_stride_or_offset()
-    found: list[ir.Operation] = []
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "tensor.insert_slice":
-            source = op.operands[0].owner
-            if (
-                isinstance(source, ir.Operation | ir.OpView)
-                and source.name == "tensor.from_elements"
-                and len(source.operands) == 1
-                and all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
-                and all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
-            ):
-                found.append(op)
-        return ir.WalkResult.ADVANCE
+    def one_element_store(op: ir.Operation) -> bool:
+        if op.name != "tensor.insert_slice":
+            return False
+        source = defining_op(op.operands[0])
+        return (
+            source is not None
+            and source.name == "tensor.from_elements"
+            and len(source.operands) == 1
+            and all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+            and all(s == 1 for s in ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+        )
 
-    module.operation.walk(visit)
+    found = ops_where(module, one_element_store)
     index = ir.IndexType.get()
     for op in found:
         source, dest, dynamic_offsets = op.operands[0], op.operands[1], list(op.operands[2:])
@@ -228,16 +227,8 @@ def move_bf16_through_memory_as_i16(module: ir.Module) -> None:
             return ir.VectorType.get(type_.shape, i16, loc=ir.Location.unknown())
         return None
 
-    found: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if (op.name == "llvm.load" and as_i16(op.result.type) is not None) or (
-            op.name == "llvm.store" and as_i16(op.operands[0].type) is not None
-        ):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    found = ops_where(module, lambda op: (op.name == "llvm.load" and as_i16(op.result.type) is not None) or (
+        op.name == "llvm.store" and as_i16(op.operands[0].type) is not None))
     for op in found:
         attributes = {name: op.attributes[name] for name in op.attributes}
         with ir.InsertionPoint(op), op.location:

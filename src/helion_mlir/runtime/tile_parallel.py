@@ -37,6 +37,8 @@ import math
 from torch_mlir import ir
 from torch_mlir.dialects import scf
 
+from .ir_walk import defining_op
+
 __all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops"]
 
 #: Estimated scalar operations (see :func:`estimate_work`) below which a nest with static
@@ -48,13 +50,8 @@ _DYNAMIC = ir.ShapedType.get_dynamic_size()
 _PURE_PREFIXES = ("arith.", "index.", "affine.apply", "affine.min", "affine.max")
 
 
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
-
-
 def _constant_index(value: ir.Value) -> int | None:
-    owner = _owner(value)
+    owner = defining_op(value)
     if owner is None or owner.name != "arith.constant":
         return None
     attr = owner.attributes["value"]
@@ -68,7 +65,7 @@ def _at_most(size: ir.Value | int, bound: int) -> bool:
     constant = _constant_index(size)
     if constant is not None:
         return 0 <= constant <= bound
-    owner = _owner(size)
+    owner = defining_op(size)
     if owner is not None and owner.name in ("arith.minsi", "arith.minui"):
         return any(_at_most(operand, bound) for operand in owner.operands)
     return False
@@ -89,7 +86,7 @@ def _separates(offsets: list, sizes: list, iv: ir.Value, step: int) -> bool:
             continue
         if offset == iv and _at_most(size, step):
             return True
-        owner = _owner(offset)
+        owner = defining_op(offset)
         if (
             owner is not None
             and owner.name in ("arith.divui", "arith.divsi", "arith.floordivsi")
@@ -168,7 +165,7 @@ def _writes_disjoint_tiles(nest: list[ir.Operation]) -> list[ir.Operation] | Non
     yielded = list(list(body.operations)[-1].operands)
     stores = []
     for carried, value in zip(list(body.arguments)[1:], yielded):
-        store = _owner(value)
+        store = defining_op(value)
         if not isinstance(carried.type, ir.RankedTensorType) or store is None:
             return None
         if store.name != "tensor.insert_slice" or store.operands[1] != carried or len(list(value.uses)) != 1:

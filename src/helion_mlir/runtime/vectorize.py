@@ -34,6 +34,7 @@ from torch_mlir import ir
 from torch_mlir.dialects.transform import interpreter
 
 from ..mlir_types import LOW_PRECISION_FLOATS
+from .ir_walk import defining_op, ops_where
 
 __all__ = ["VectorShape", "fold_add_into_matmul", "host_vector_shape", "vectorize_tiles"]
 
@@ -66,11 +67,6 @@ def host_vector_shape() -> VectorShape:
     return VectorShape(lanes=4, elements=16, mr=4, nr=8)
 
 
-def _owner(value: ir.Value) -> ir.Operation | None:
-    owner = value.owner
-    return None if isinstance(owner, ir.Block) else owner.operation
-
-
 def _maps(op: ir.Operation) -> list[ir.AffineMap]:
     return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
 
@@ -84,10 +80,10 @@ def _standard_contraction(op: ir.Operation) -> bool:
 
 
 def _is_zero_fill(value: ir.Value) -> bool:
-    fill = _owner(value)
+    fill = defining_op(value)
     if fill is None or fill.name != "linalg.fill":
         return False
-    constant = _owner(fill.operands[0])
+    constant = defining_op(fill.operands[0])
     if constant is None or constant.name != "arith.constant":
         return False
     attr = constant.attributes["value"]
@@ -115,18 +111,11 @@ def fold_add_into_matmul(module: ir.Module) -> int:
     The products are then added to ``y`` one by one instead of being summed first, a
     rounding difference of the kind ``torch.addmm`` makes as well.
     """
-    adds: list[ir.Operation] = []
-
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if _is_elementwise_add(op):
-            adds.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
+    adds = ops_where(module, _is_elementwise_add)
     folded = 0
     for add in adds:
         for index in (0, 1):
-            matmul = _owner(add.operands[index])
+            matmul = defining_op(add.operands[index])
             other = add.operands[1 - index]
             if (
                 matmul is None
