@@ -24,7 +24,13 @@ from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from ..errors import HelionMLIRError
 from ..mlir_types import scalar_type_of_python, storage_shape, tensor_type
-from .host_values import describe_origin, evaluate_origin, is_module_level, is_per_call, origin_arg_name
+from .host_values import (
+    describe_origin,
+    evaluate_origin,
+    is_module_level,
+    is_per_call,
+    origin_arg_name,
+)
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 
 __all__ = ["KernelModel", "FunctionArg", "LoopDim", "RootLoop", "resolve_config"]
@@ -106,17 +112,27 @@ class RootLoop:
 
 
 def resolve_config(bound: Any, config: Any = None) -> Any:
-    """The config to lower with: explicit, the bound kernel's, the kernel's single config, or the default."""
+    """The config to lower with: explicit, the bound kernel's, the kernel's single config, or the default.
+
+    A config with fewer block sizes than the kernel tiles dimensions is refused here, by
+    name, instead of failing as an ``IndexError`` inside Helion. (Helion's full config
+    check is not used: it also enforces GPU rules, such as power-of-two blocks, that do not
+    bind on CPU.)
+    """
     if config is not None:
-        return config if isinstance(config, helion.Config) else helion.Config(**config)
-    for attr in ("_config",):
-        cfg = getattr(bound, attr, None)
-        if isinstance(cfg, helion.Config):
-            return cfg
-    configs = list(getattr(bound.kernel, "configs", []) or [])
-    if len(configs) >= 1:
-        return configs[0]
-    return bound.config_spec.default_config()
+        chosen = config if isinstance(config, helion.Config) else helion.Config(**config)
+    elif isinstance(getattr(bound, "_config", None), helion.Config):
+        chosen = bound._config
+    elif configs := list(getattr(bound.kernel, "configs", []) or []):
+        chosen = configs[0]
+    else:
+        return bound.config_spec.default_config()
+    expected = len(bound.config_spec.block_sizes)
+    if "block_sizes" in chosen and len(chosen.block_sizes) < expected:
+        raise HelionMLIRError(
+            f"config {dict(chosen)} has {len(chosen.block_sizes)} block size(s); this kernel tiles "
+            f"{expected} dimension(s): give one block size per hl.tile dimension")
+    return chosen
 
 
 class KernelModel:
