@@ -116,6 +116,13 @@ def _openmp_steps(threads: int) -> tuple[Step, ...]:
     return steps(f"convert-scf-to-openmp{{num-threads={threads}}}", "func.func(canonicalize)")
 
 
+def _replace_terminator(terminator: ir.Operation, operands: list[ir.Value]) -> None:
+    """Put a terminator of the same kind (``func.return``, ``scf.yield``) with ``operands`` in its place."""
+    with ir.InsertionPoint(terminator), terminator.location:
+        ir.Operation.create(terminator.name, operands=operands)
+    terminator.erase()
+
+
 def _tied_init(value: ir.Value) -> ir.Value | None:
     """The tensor a destination-style result was computed in, or None."""
     op = defining_op(value)
@@ -191,9 +198,7 @@ def store_results_in_destinations(func: ir.OpView, destination: dict[int, int]) 
             returned[result] = _store_full(returned[result], arg, terminator)
             stored += 1
     if stored:
-        with ir.InsertionPoint(terminator), terminator.location:
-            ir.Operation.create("func.return", operands=returned)
-        terminator.erase()
+        _replace_terminator(terminator, returned)
     return stored
 
 
@@ -225,9 +230,7 @@ def store_yields_in_carried_buffers(module: ir.Module) -> int:
             changed = True
             stored += 1
         if changed:
-            with ir.InsertionPoint(terminator), terminator.location:
-                ir.Operation.create("scf.yield", operands=yielded)
-            terminator.erase()
+            _replace_terminator(terminator, yielded)
     return stored
 
 
@@ -243,9 +246,7 @@ def drop_argument_results(func: ir.OpView, writable: set[int]) -> tuple[int | No
         owner = value.owner
         held.append(value.arg_number if isinstance(owner, ir.Block) and value.arg_number in writable else None)
     kept = [v for v, arg in zip(terminator.operands, held) if arg is None]
-    with ir.InsertionPoint(terminator), terminator.location:
-        ir.Operation.create("func.return", operands=kept)
-    terminator.erase()
+    _replace_terminator(terminator, kept)
     function_type = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
     func.attributes["function_type"] = ir.TypeAttr.get(
         ir.FunctionType.get(list(function_type.inputs), [v.type for v in kept])
