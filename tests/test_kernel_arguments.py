@@ -59,6 +59,23 @@ def test_arguments_the_kernel_was_not_compiled_for_are_refused_naming_the_parame
         call(compiled, x, y, kwargs["weight"])
 
 
+def test_values_that_passed_once_are_remembered_by_type_and_value() -> None:
+    """Later calls with values that passed skip Helion's specialization key; 1 == 1.0 in
+    Python, yet an int where the kernel took a float, or another string, is still refused."""
+    module, compiled, (x, y), kwargs = compiled_example("smooth_l1_loss")
+    weight = kwargs["weight"]
+    for _ in range(2):
+        torch.testing.assert_close(compiled(x, y, weight, 1.0, "sum"), module.reference(x, y, weight, 1.0, "sum"),
+                                   **module.TOLERANCE)
+    assert compiled._checks.accepted_values
+    with pytest.raises(ArgumentError, match="argument 'beta' of smooth_l1_loss must be a float, got int 1"):
+        compiled(x, y, weight, 1, "sum")
+    with pytest.raises(ArgumentError, match="was 'sum' when the kernel was compiled, got 'mean'"):
+        compiled(x, y, weight, 1.0, "mean")
+    torch.testing.assert_close(compiled(x, y, weight, 0.5, "sum"), module.reference(x, y, weight, 0.5, "sum"),
+                               **module.TOLERANCE)
+
+
 def test_another_callable_than_the_compiled_one_is_refused_naming_the_parameter() -> None:
     module, compiled, args, _ = compiled_example("flex_attention")
     q, k, v, _score_mod, scale = args

@@ -25,6 +25,11 @@ from ..lowering.host_values import describe_origin, evaluate_origin
 __all__ = ["ArgumentChecks", "describe_value"]
 
 
+#: Types of values whose Helion specialization key is a function of their type and value
+#: alone: a value of these that passed the check once passes it again without a new key.
+_PLAIN_VALUE_TYPES = (int, float, bool, str, type(None), torch.dtype)
+_ACCEPTED_VALUES_CAPACITY = 64
+
 _NUMBER_TYPES = {
     torch.SymInt: "an int", int: "an int", torch.SymFloat: "a float", float: "a float",
     torch.SymBool: "a bool", bool: "a bool",
@@ -72,9 +77,19 @@ class ArgumentChecks:
                     self.specialized.append((source, value))
         self.module_values = [(model.symbol_origin(s), value) for s, value in model.module_values.items()]
         self.module_name = getattr(self.kernel.fn, "__module__", None)
+        # Per tensor parameter: (position, name, fake, its shape when every size is static).
+        self.tensors = [
+            (i, name, fake, tuple(fake.shape) if all(isinstance(d, int) for d in fake.shape) else None)
+            for i, (name, fake) in enumerate(zip(self.params, self.fakes))
+            if isinstance(fake, torch.Tensor)
+        ]
+        self.value_positions = [i for i, fake in enumerate(self.fakes) if not isinstance(fake, torch.Tensor)]
+        self.accepted_values: set[tuple[Any, ...]] = set()
 
     def normalize(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Positional arguments with keywords placed and defaults applied, as Helion does."""
+        if not kwargs and len(args) == len(self.params):
+            return tuple(args)
         try:
             return tuple(self.kernel.normalize_args(*args, **kwargs))
         except TypeError as err:
@@ -84,13 +99,22 @@ class ArgumentChecks:
 
     def check(self, args: tuple[Any, ...]) -> None:
         """Raise :class:`ArgumentError` naming the first argument the kernel was not compiled for."""
-        for name, value, fake in zip(self.params, args, self.fakes):
-            if isinstance(fake, torch.Tensor):
+        for index, name, fake, static_shape in self.tensors:
+            value = args[index]
+            if not (
+                static_shape is not None
+                and isinstance(value, torch.Tensor)
+                and value.is_cpu
+                and value.dtype == fake.dtype
+                and value.shape == static_shape
+            ):  # not the common case: the checks one by one, with the message of the first that fails
                 self._check_tensor(name, value, fake)
-        self._check_specialized_values(args)
-        by_param = dict(zip(self.params, args))
-        self._check_hl_specialize(by_param)
-        self._check_module_values(by_param)
+        if self.value_positions:
+            self._check_specialized_values(args)
+        if self.specialized or self.module_values:
+            by_param = dict(zip(self.params, args))
+            self._check_hl_specialize(by_param)
+            self._check_module_values(by_param)
 
     def _where(self, name: str) -> str:
         return f"argument '{name}' of {self.name}"
@@ -117,23 +141,28 @@ class ArgumentChecks:
         """Non-tensor arguments: Helion's specialization key of each must be the bound one."""
         if self.bound_key is None:
             return
+        remembered = _plain_key(tuple(args[i] for i in self.value_positions))
+        if remembered is not None and remembered in self.accepted_values:
+            return
         try:
             key = self.kernel._base_specialization_key(args)
         except TypeError as err:  # a value of a type Helion does not take
             raise ArgumentError(f"{self.name}: {err}") from None
-        if key == self.bound_key:
+        # Tensor entries are left to the checks above (dtypes and static sizes).
+        differing = [i for i in self.value_positions if i < len(key) and key[i] != self.bound_key[i]]
+        if not differing:
+            if remembered is not None and len(self.accepted_values) < _ACCEPTED_VALUES_CAPACITY:
+                self.accepted_values.add(remembered)
             return
-        for i, (name, value, fake) in enumerate(zip(self.params, args, self.fakes)):
-            if isinstance(fake, torch.Tensor) or i >= len(key) or key[i] == self.bound_key[i]:
-                continue
-            number_type = _NUMBER_TYPES.get(type(fake))
-            if number_type is not None:  # Helion keys numbers by type: any value of the type will do
-                raise ArgumentError(f"{self._where(name)} must be {number_type}, got {type(value).__name__} {value!r}")
-            raise ArgumentError(
-                f"{self._where(name)} was {describe_value(fake)} when the kernel was compiled, got "
-                f"{describe_value(value)}; Helion specializes the kernel on it, so compile the kernel "
-                "again for this value (the mlir backend does so itself)"
-            )
+        name, value, fake = self.params[differing[0]], args[differing[0]], self.fakes[differing[0]]
+        number_type = _NUMBER_TYPES.get(type(fake))
+        if number_type is not None:  # Helion keys numbers by type: any value of the type will do
+            raise ArgumentError(f"{self._where(name)} must be {number_type}, got {type(value).__name__} {value!r}")
+        raise ArgumentError(
+            f"{self._where(name)} was {describe_value(fake)} when the kernel was compiled, got "
+            f"{describe_value(value)}; Helion specializes the kernel on it, so compile the kernel "
+            "again for this value (the mlir backend does so itself)"
+        )
 
     def _check_hl_specialize(self, by_param: dict[str, Any]) -> None:
         """Sizes and scalars the kernel ``hl.specialize``-d must have their bound values."""
@@ -161,6 +190,18 @@ class ArgumentChecks:
                     f"which is now {now!r}; module-level values are constants of the compiled code: "
                     "compile the kernel again"
                 )
+
+
+def _plain_key(value: Any) -> Any:
+    """A hashable stand-in for a value built only of plain values, lists and tuples (each
+    item with its type: 1, 1.0 and True are equal in Python), else None."""
+    kind = type(value)
+    if kind in _PLAIN_VALUE_TYPES:
+        return kind, value
+    if kind is list or kind is tuple:
+        items = tuple(_plain_key(item) for item in value)
+        return None if None in items else (kind, items)
+    return None
 
 
 def _source_value(source: Any, by_param: dict[str, Any]) -> Any:
