@@ -7,9 +7,14 @@ same examples; ``explore`` runs thousands of random examples when hunting for bu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
+from helion_mlir.runtime import tile_parallel
+from helion_mlir.runtime.engine import clear_compile_cache
 
 settings.register_profile(
     "ci",
@@ -26,3 +31,15 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("ci")
+
+
+@pytest.fixture(scope="module")
+def parallel_even_when_small() -> Iterator[None]:
+    """Tile loops run in parallel whenever that is legal, however small the inputs, so
+    that small test inputs exercise the parallel code that large ones get."""
+    saved = tile_parallel.MIN_PARALLEL_WORK
+    tile_parallel.MIN_PARALLEL_WORK = 0
+    clear_compile_cache()  # compiled functions are cached without the threshold in their key
+    yield
+    tile_parallel.MIN_PARALLEL_WORK = saved
+    clear_compile_cache()

@@ -20,6 +20,7 @@ from examples_util import (
 )
 
 from helion_mlir import KernelCase, OutputType, check_kernels, generate_mlir
+from helion_mlir.errors import ExecutionError
 from helion_mlir.importer.node_importer import clear_import_cache, import_stats
 from helion_mlir.lowering.kernel_model import KernelModel
 from helion_mlir.runtime.compiled_kernel import compile_kernel
@@ -35,6 +36,10 @@ HELION_NEEDS_STATIC_SHAPES = {"group_norm"}
 
 def _clone(args: tuple[Any, ...]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+# Small inputs, so tile loops run in parallel whenever legal: the code large inputs get.
+pytestmark = pytest.mark.usefixtures("parallel_even_when_small")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,7 +59,7 @@ def test_example_runs_on_cpu_and_matches_reference(name: str, output_type: str, 
     bound = mod.KERNEL.bind(bound_args(mod.KERNEL, args, kwargs))
     key = (name, output_type)
     if key in KNOWN_RUN_GAPS:
-        with pytest.raises(helion_mlir_errors().ExecutionError):
+        with pytest.raises(ExecutionError):
             compile_kernel(bound, output_type=output_type)
         return
     compiled = compile_kernel(bound, output_type=output_type)
@@ -65,12 +70,6 @@ def test_example_runs_on_cpu_and_matches_reference(name: str, output_type: str, 
             assert_matches(got, expected, mod.TOLERANCE, name)
         return
     assert_matches(got, expected, mod.TOLERANCE, f"{name} [{output_type}, {shape}]")
-
-
-def helion_mlir_errors() -> Any:
-    import helion_mlir.errors
-
-    return helion_mlir.errors
 
 
 @pytest.mark.parametrize("name", sorted(set(example_names()) - HELION_NEEDS_STATIC_SHAPES))

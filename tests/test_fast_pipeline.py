@@ -23,7 +23,7 @@ from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.engine import compile_module, lower_module
 from helion_mlir.runtime.tile_parallel import parallelize_tile_loops
-from helion_mlir.runtime.vectorize import fold_add_into_matmul, host_vector_shape
+from helion_mlir.runtime.vectorize import fold_add_into_matmul, host_vector_shape, recompute_cheap_elementwise
 from helion_mlir.verify import parse_module
 
 
@@ -124,19 +124,65 @@ def test_accumulating_a_matmul_into_the_carried_tile_folds_into_the_matmul() -> 
     """)
 
 
-def test_parallel_row_tiles_are_vectorized_on_openmp_without_heap_allocation() -> None:
+def test_parallel_row_tiles_are_vectorized_on_openmp_taken_one_by_one_without_heap_allocation() -> None:
     text = _example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
     lanes = host_vector_shape().elements
     run_filecheck(lower_module(text, "softmax_one_pass", threads=2, in_place=True), f"""
         // CHECK-LABEL: llvm.func @softmax_one_pass(
         // CHECK: omp.parallel
-        // CHECK: omp.wsloop
+        // CHECK: omp.wsloop schedule(dynamic)
         // CHECK: llvm.intr.stacksave
         // CHECK: vector<{lanes}xf32>
         // CHECK: llvm.intr.stackrestore
         // CHECK-NOT: llvm.call @malloc
         // CHECK-NOT: llvm.call @expf
         // CHECK-LABEL: llvm.func @_mlir_ciface_softmax_one_pass(
+    """)
+
+
+def test_row_reductions_end_in_one_reassociated_vector_reduction_per_row() -> None:
+    """The horizontal step of a row's max and sum is one LLVM vector reduction each (a tree
+    of shuffles), not a chain of one dependent scalar op per lane."""
+    text = _example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
+    lanes = host_vector_shape().elements
+    lowered = lower_module(text, "softmax_one_pass", threads=2, in_place=True)
+    run_filecheck(lowered, f"""
+        // CHECK-LABEL: llvm.func @softmax_one_pass(
+        // CHECK: llvm.intr.vector.reduce.fmaximum(%{{{{.*}}}}) {{fastmathFlags = #llvm.fastmath<reassoc>}} : (vector<{lanes}xf32>) -> f32
+        // CHECK: "llvm.intr.vector.reduce.fadd"(%{{{{.*}}}}, %{{{{.*}}}}) <{{fastmathFlags = #llvm.fastmath<reassoc>}}> : (f32, vector<{lanes}xf32>) -> f32
+    """)
+    lane_by_lane = [line for line in lowered.splitlines()
+                    if ("llvm.fadd" in line or "llvm.intr.maximum" in line) and "vector<1xf32>" in line]
+    assert not lane_by_lane
+
+
+def test_a_cheap_elementwise_op_feeding_two_ops_is_computed_again_in_each() -> None:
+    """Layer norm's ``x - mean`` feeds the variance and the output; each gets its own copy,
+    which elementwise fusion then folds into it: both read ``x`` itself, and no op
+    produces the centered row block any more."""
+    text = _example_module("layer_norm", (torch.randn(64, 256), torch.randn(256), torch.randn(256), 1e-5),
+                           block_sizes=[16])
+
+    def copy_then_fuse(module: ir.Module) -> int:
+        copies = recompute_cheap_elementwise(module)
+        PassManager.parse("builtin.module(func.func(linalg-fuse-elementwise-ops))").run(module.operation)
+        return copies
+
+    copies, fused = _transformed(text, copy_then_fuse)
+    assert copies == 1
+    run_filecheck(fused, """
+        // CHECK: %[[X:.*]] = tensor.extract_slice %arg0
+        // CHECK: %[[MEAN:.*]] = linalg.generic {{.*}} ins(%{{[0-9]+}} : tensor<16x1xf32>)
+        // CHECK: arith.divf
+        // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[X]], %[[MEAN]] :
+        // CHECK-NEXT: ^bb0
+        // CHECK-NEXT: arith.subf
+        // CHECK-NEXT: arith.mulf
+        // CHECK-NEXT: arith.addf
+        // CHECK: linalg.generic {{.*}} ins(%[[X]], %[[MEAN]], {{.*}}) outs(%{{.*}} : tensor<16x256xf32>)
+        // CHECK: arith.subf
+        // CHECK-NOT: linalg.generic
+        // CHECK: tensor.insert_slice
     """)
 
 

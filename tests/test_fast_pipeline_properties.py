@@ -13,7 +13,6 @@ summation order (and ``exp``/``exp2`` by the polynomial's 2 ulp).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import helion
 import pytest
@@ -22,24 +21,19 @@ from examples_util import load_example_by_name, register_cpu_matmul_dtype_overlo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helion_mlir.runtime import tile_parallel
 from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.engine import clear_compile_cache
 
 POW2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 THREADS = st.sampled_from([1, 2])
 CLOSE = dict(rtol=1e-5, atol=1e-5)
 
 
+pytestmark = pytest.mark.usefixtures("parallel_even_when_small")
+
+
 @pytest.fixture(scope="module", autouse=True)
-def _parallel_even_when_small() -> Iterator[None]:
+def _matmul_overloads() -> None:
     register_cpu_matmul_dtype_overloads()
-    saved = tile_parallel.MIN_PARALLEL_WORK
-    tile_parallel.MIN_PARALLEL_WORK = 0
-    clear_compile_cache()  # compiled functions are cached without the threshold in their key
-    yield
-    tile_parallel.MIN_PARALLEL_WORK = saved
-    clear_compile_cache()
 
 
 def _with_config(name: str, **config: object) -> helion.Kernel:

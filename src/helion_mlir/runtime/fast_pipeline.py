@@ -43,7 +43,12 @@ from .pipeline import (
     store_single_elements_in_place,
 )
 from .tile_parallel import parallelize_tile_loops
-from .vectorize import fold_add_into_matmul, vectorize_tiles
+from .vectorize import (
+    fold_add_into_matmul,
+    recompute_cheap_elementwise,
+    reduce_across_lanes,
+    vectorize_tiles,
+)
 
 __all__ = ["STACK_ALLOCATION_LIMIT", "FastLowering", "lower_fast"]
 
@@ -280,6 +285,23 @@ def promote_small_buffers_to_stack(module: ir.Module, limit: int = STACK_ALLOCAT
     return promoted
 
 
+def schedule_tiles_dynamically(module: ir.Module) -> int:
+    """Workers take the tiles of each OpenMP loop one at a time (``schedule(dynamic)``)
+    instead of an equal share fixed in advance; returns how many loops.
+
+    With fixed shares a call lasts as long as its slowest worker: a core that the
+    operating system (or, on a virtual machine, the hypervisor) gives to someone else for
+    a while holds up the whole call. Taking tiles one at a time costs one atomic increment
+    per tile, and a tile is at least :data:`~.tile_parallel.MIN_PARALLEL_WORK` /
+    trip-count operations of work.
+    """
+    dynamic = ir.Attribute.parse("#omp<schedulekind dynamic>")
+    loops = ops_where(module, lambda op: op.name == "omp.wsloop")
+    for loop in loops:
+        loop.attributes["schedule_kind"] = dynamic
+    return len(loops)
+
+
 def inline_alloca_scopes(module: ir.Module) -> None:
     """``memref.alloca_scope`` (around each OpenMP loop body that allocates on the stack)
     -> ``llvm.intr.stacksave``, its body, ``llvm.intr.stackrestore``; done before
@@ -317,6 +339,7 @@ def lower_fast(
     parallel = parallelize_tile_loops(lowering.function()) if threads > 1 else 0
     store_single_elements_in_place(lowering.module)
     exponentials = expand_exponentials(lowering.module)
+    recompute_cheap_elementwise(lowering.module)
     lowering.run(_FUSE_STEPS)
     fold_add_into_matmul(lowering.module)
     lowering.run(_UNIT_DIM_STEPS)
@@ -324,6 +347,7 @@ def lower_fast(
         vectorized = vectorize_tiles(lowering.module)
     except ValueError as err:
         raise lowering.error(f"vectorization failed: {err}", list(lowering.diagnostics), pass_name="vectorize") from None
+    reduce_across_lanes(lowering.module)
     lowering.run(_PRE_BUFFERIZE_STEPS)
     mark_fresh_buffers_restrict(lowering.module)
     store_yields_in_carried_buffers(lowering.module)
@@ -338,6 +362,7 @@ def lower_fast(
     lowering.run(_TO_LOOPS_STEPS)
     if threads > 1:
         lowering.run(_openmp_steps(threads))
+        schedule_tiles_dynamically(lowering.module)
         inline_alloca_scopes(lowering.module)
     lowering.run(_TO_LLVM_STEPS)
     log.debug(

@@ -8,9 +8,12 @@ shared library. Its symbols do not clash with ``libgomp``'s: torch keeps its own
 
 Idle workers of ``libiomp5`` spin for ``KMP_BLOCKTIME`` (200 ms by default) after each
 parallel region before they sleep. On a machine whose cores torch eager code also uses,
-that spinning steals them from the next torch op, so we default ``KMP_BLOCKTIME`` to 0
-(workers sleep at once; waking them costs a few microseconds per call), unless the
-environment already sets it.
+that long a spin steals them from the next torch op; sleeping at once (``0``) makes every
+call wake the workers again, which cost 40-100 us per call on the 2-core machine of
+docs/benchmarks.md (a 37x100 kernel: 14 us on one thread, 130-150 us on two). We default
+``KMP_BLOCKTIME`` to 50 us: calls that follow each other (the host code in between takes
+about 10 us) find the workers awake, and a torch op after a call loses at most 50 us of
+one core. The environment's own setting wins.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _DISTRIBUTION = "intel-openmp"
 _LIBRARY = "libiomp5.so"
+_BLOCKTIME = "50us"
 
 
 @functools.cache
@@ -50,7 +54,7 @@ def openmp_library() -> str:
             f"parallel tile loops need {_LIBRARY} from the '{_DISTRIBUTION}' package, which is not "
             "installed; install it or compile with threads=1"
         )
-    os.environ.setdefault("KMP_BLOCKTIME", "0")
+    os.environ.setdefault("KMP_BLOCKTIME", _BLOCKTIME)
     ctypes.CDLL(str(found), mode=ctypes.RTLD_GLOBAL)
     log.debug("loaded the OpenMP runtime %s (KMP_BLOCKTIME=%s)", found, os.environ["KMP_BLOCKTIME"])
     return str(found)

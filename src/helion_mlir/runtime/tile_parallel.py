@@ -26,8 +26,11 @@ index arithmetic and the next loop) is collapsed into one multi-dimensional ``sc
 with ``tensor.parallel_insert_slice``; one-shot bufferization then writes each tile in
 place into the shared destination.
 
-Small nests stay sequential too: waking worker threads costs microseconds, more than a
-kernel over a few thousand elements takes (:data:`MIN_PARALLEL_WORK`).
+Small nests stay sequential too (:data:`MIN_PARALLEL_WORK`): a parallel region whose
+worker has gone to sleep costs the call tens of microseconds to wake it (40-100 us on the
+2-core machine of docs/benchmarks.md, measured on example kernels over 37x100 elements
+called 1 ms apart), more than the second core saves on a kernel that runs for less than
+about that long.
 """
 
 from __future__ import annotations
@@ -42,8 +45,8 @@ from .ir_walk import defining_op
 __all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops"]
 
 #: Estimated scalar operations (see :func:`estimate_work`) below which a nest with static
-#: trip counts stays sequential.
-MIN_PARALLEL_WORK = 1 << 16
+#: trip counts stays sequential: about 50 us of vectorized code.
+MIN_PARALLEL_WORK = 1 << 20
 
 _DYNAMIC = ir.ShapedType.get_dynamic_size()
 # Ops allowed in an outer loop body besides the inner loop: index arithmetic.

@@ -7,7 +7,8 @@ bundled MLIR. Every linalg op with static shapes gets a plan by its iteration sp
   :attr:`VectorShape.elements` (a few vector registers), then vectorized;
 * a reduction over the innermost dimension: outer dimensions by 1, and a long reduction
   split (``tile_reduction_using_for``) into a loop accumulating
-  :attr:`VectorShape.elements`-wide partial results and one final horizontal reduction;
+  :attr:`VectorShape.elements`-wide partial results and one final horizontal reduction
+  (:func:`reduce_across_lanes` makes it a tree of shuffles rather than a chain);
 * matmul / batch matmul: an ``MR x NR`` block of the result kept in registers while a loop
   over ``k`` adds one outer product per step (``vector.contract`` lowered to FMAs); the
   accumulator's load and store are hoisted out of that loop.
@@ -31,12 +32,20 @@ from dataclasses import dataclass
 
 import torch
 from torch_mlir import ir
+from torch_mlir.dialects import vector
 from torch_mlir.dialects.transform import interpreter
 
 from ..mlir_types import LOW_PRECISION_FLOATS
 from .ir_walk import defining_op, ops_where
 
-__all__ = ["VectorShape", "fold_add_into_matmul", "host_vector_shape", "vectorize_tiles"]
+__all__ = [
+    "VectorShape",
+    "fold_add_into_matmul",
+    "host_vector_shape",
+    "recompute_cheap_elementwise",
+    "reduce_across_lanes",
+    "vectorize_tiles",
+]
 
 _CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
 _STANDARD_MAPS = (
@@ -132,6 +141,48 @@ def fold_add_into_matmul(module: ir.Module) -> int:
             folded += 1
             break
     return folded
+
+
+#: Payload ops cheap enough to compute again in every consumer rather than store.
+_CHEAP_PAYLOAD = ("arith.addf", "arith.subf", "arith.mulf", "arith.negf", "arith.maximumf", "arith.minimumf",
+                  "arith.extf", "arith.truncf", "linalg.yield")
+
+
+def _cheap_elementwise(op: ir.Operation) -> bool:
+    if op.name != "linalg.generic" or len(op.results) != 1 or len(op.regions[0].blocks) != 1:
+        return False
+    if any(_iterators(op)[i] != "parallel" for i in range(len(_iterators(op)))):
+        return False
+    payload = [o.operation.name for o in op.regions[0].blocks[0].operations]
+    return len(payload) <= 3 and all(name in _CHEAP_PAYLOAD for name in payload)
+
+
+def recompute_cheap_elementwise(module: ir.Module) -> int:
+    """Give every other consumer of a cheap elementwise ``linalg.generic`` (one or two
+    additions, subtractions, multiplications) a copy of its own; returns how many copies.
+
+    ``linalg-fuse-elementwise-ops`` fuses a producer into its consumer only when the
+    consumer is its only user. A layer norm's ``x - mean`` feeds both the variance and the
+    output: as one op it is written to a row-block buffer and read back twice; copied,
+    each consumer computes it from ``x`` in registers (one subtraction per element again,
+    against a store and two loads).
+    """
+    copies = 0
+    for op in ops_where(module, _cheap_elementwise):
+        consumers: list[ir.Operation] = []
+        for use in op.results[0].uses:
+            if use.owner.name != "linalg.generic":
+                break
+            if use.owner not in consumers:
+                consumers.append(use.owner)
+        else:
+            for consumer in consumers[1:]:
+                copy = op.clone(ir.InsertionPoint(consumer))
+                for index, operand in enumerate(consumer.operands):
+                    if operand == op.results[0]:
+                        consumer.operands[index] = copy.results[0]
+                copies += 1
+    return copies
 
 
 def _loop_ranges(op: ir.Operation) -> list[int] | None:
@@ -335,3 +386,40 @@ def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> int:
     module.operation.walk(mark_planned)
     _run_transform(module, _tiling_script(list(plans)) + _CLEANUP)
     return planned
+
+
+def _reduces_to_one_row(op: ir.Operation) -> bool:
+    """A ``vector.multi_reduction`` whose kept dimensions all have size 1."""
+    source = ir.VectorType(op.operands[0].type)
+    reduced = set(ir.DenseI64ArrayAttr(op.attributes["reduction_dims"]))
+    return all(size == 1 for dim, size in enumerate(source.shape) if dim not in reduced)
+
+
+def reduce_across_lanes(module: ir.Module) -> int:
+    """``vector.multi_reduction`` to a single row -> ``vector.reduction``; returns how many.
+
+    ``lower-vector-multi-reduction`` (inner-parallel, right for reductions over outer
+    dimensions) makes the horizontal sum of a row's partial results a chain of one
+    dependent scalar op per lane (64 for an AVX-512 row reduction), while LLVM lowers
+    ``vector.reduction`` as a tree of shuffles when ``convert-vector-to-llvm`` may
+    reassociate. The order of the additions changes, as between any two reduction schedules.
+    """
+    rewritten = 0
+    for op in ops_where(module, lambda o: o.name == "vector.multi_reduction" and _reduces_to_one_row(o)):
+        source, acc = op.operands[0], op.operands[1]
+        source_type = ir.VectorType(source.type)
+        element = source_type.element_type
+        fastmath = op.attributes["fastmath"] if "fastmath" in op.attributes else None
+        with ir.InsertionPoint(op), op.location:
+            flat = vector.shape_cast(ir.VectorType.get([math.prod(source_type.shape)], element), source)
+            if isinstance(acc.type, ir.VectorType):
+                rank = ir.VectorType(acc.type).rank
+                start = vector.extract(acc, [], [0] * rank) if rank else vector.extract(acc, [], [])
+                total = vector.reduction(element, op.attributes["kind"], flat, acc=start, fastmath=fastmath)
+                result = vector.broadcast(acc.type, total)
+            else:
+                result = vector.reduction(element, op.attributes["kind"], flat, acc=acc, fastmath=fastmath)
+        op.results[0].replace_all_uses_with(result)
+        op.erase()
+        rewritten += 1
+    return rewritten
