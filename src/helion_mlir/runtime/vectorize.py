@@ -151,7 +151,7 @@ _CHEAP_PAYLOAD = ("arith.addf", "arith.subf", "arith.mulf", "arith.negf", "arith
 def _cheap_elementwise(op: ir.Operation) -> bool:
     if op.name != "linalg.generic" or len(op.results) != 1 or len(op.regions[0].blocks) != 1:
         return False
-    if any(_iterators(op)[i] != "parallel" for i in range(len(_iterators(op)))):
+    if any(iterator != "parallel" for iterator in _iterators(op)):
         return False
     payload = [o.operation.name for o in op.regions[0].blocks[0].operations]
     return len(payload) <= 3 and all(name in _CHEAP_PAYLOAD for name in payload)
@@ -171,8 +171,8 @@ def recompute_cheap_elementwise(module: ir.Module) -> int:
     for op in ops_where(module, _cheap_elementwise):
         consumers: list[ir.Operation] = []
         for use in op.results[0].uses:
-            if use.owner.name != "linalg.generic":
-                break
+            if use.owner.name != "linalg.generic" or use.owner.parent != op.parent:
+                break  # a copy inside a loop would be computed on every iteration
             if use.owner not in consumers:
                 consumers.append(use.owner)
         else:
@@ -414,7 +414,7 @@ def reduce_across_lanes(module: ir.Module) -> int:
             flat = vector.shape_cast(ir.VectorType.get([math.prod(source_type.shape)], element), source)
             if isinstance(acc.type, ir.VectorType):
                 rank = ir.VectorType(acc.type).rank
-                start = vector.extract(acc, [], [0] * rank) if rank else vector.extract(acc, [], [])
+                start = vector.extract(acc, [], [0] * rank)
                 total = vector.reduction(element, op.attributes["kind"], flat, acc=start, fastmath=fastmath)
                 result = vector.broadcast(acc.type, total)
             else:
