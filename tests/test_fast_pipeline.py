@@ -186,6 +186,21 @@ def test_a_cheap_elementwise_op_feeding_two_ops_is_computed_again_in_each() -> N
     """)
 
 
+def test_rows_of_run_time_length_are_vectorized_with_masked_loads() -> None:
+    """static_shapes=False: the row length is an argument, so the row is walked in fixed
+    vector steps whose lanes past its end are masked off (no scalar loop)."""
+    kernel = helion.kernel(load_example_by_name("rms_norm").KERNEL.fn, config=helion.Config(block_sizes=[16]),
+                           static_shapes=False)
+    text = generate_mlir(kernel.bind((torch.randn(64, 200), torch.randn(200), 1e-5)))
+    lanes = host_vector_shape().elements
+    run_filecheck(lower_module(text, "rms_norm", threads=1, in_place=True), f"""
+        // CHECK-LABEL: llvm.func @rms_norm(
+        // CHECK: llvm.intr.masked.load {{{{.*}}}} : (!llvm.ptr, vector<{lanes}xi1>, vector<{lanes}xf32>) -> vector<{lanes}xf32>
+        // CHECK: "llvm.intr.vector.reduce.fadd"(%{{{{.*}}}}, %{{{{.*}}}}) <{{fastmathFlags = #llvm.fastmath<reassoc>}}> : (f32, vector<{lanes}xf32>) -> f32
+        // CHECK: llvm.intr.masked.store
+    """)
+
+
 def test_matmul_tiles_are_register_blocks_of_fmas() -> None:
     text = _example_module("matmul", (torch.randn(128, 128), torch.randn(128, 128)), block_sizes=[64, 64, 64])
     nr = host_vector_shape().nr

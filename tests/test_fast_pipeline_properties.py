@@ -36,8 +36,9 @@ def _matmul_overloads() -> None:
     register_cpu_matmul_dtype_overloads()
 
 
-def _with_config(name: str, **config: object) -> helion.Kernel:
-    return helion.kernel(load_example_by_name(name).KERNEL.fn, config=helion.Config(**config))
+def _with_config(name: str, static_shapes: bool = True, **config: object) -> helion.Kernel:
+    return helion.kernel(load_example_by_name(name).KERNEL.fn, config=helion.Config(**config),
+                         static_shapes=static_shapes)
 
 
 def _randn(*shape: int, seed: int) -> torch.Tensor:
@@ -75,6 +76,23 @@ def test_softmax_rows_match_the_plain_pipeline(rows, cols, block, threads) -> No
 def test_layer_norm_rows_match_the_plain_pipeline(rows, cols, block, threads) -> None:
     args = (_randn(rows, cols, seed=4), _randn(cols, seed=5), _randn(cols, seed=6), 1e-5)
     fast, plain = _both(_with_config("layer_norm", block_sizes=[block]), args, threads)
+    torch.testing.assert_close(fast, plain, **CLOSE)
+
+
+@settings(max_examples=8)
+@given(rows=st.integers(1, 80), cols=st.integers(1, 300), block=POW2, threads=THREADS,
+       name=st.sampled_from(["softmax_one_pass", "rms_norm", "layer_norm", "exp"]))
+def test_dynamic_shapes_rows_vectorized_with_masks_match_the_plain_pipeline(rows, cols, block, threads, name) -> None:
+    """static_shapes=False: the row length is known only at run time, so vector steps past
+    its end are masked."""
+    args = {
+        "softmax_one_pass": (3 * _randn(rows, cols, seed=7),),
+        "rms_norm": (_randn(rows, cols, seed=8), _randn(cols, seed=9), 1e-5),
+        "layer_norm": (_randn(rows, cols, seed=10), _randn(cols, seed=11), _randn(cols, seed=12), 1e-5),
+        "exp": (_randn(rows, cols, seed=13),),
+    }[name]
+    fast, plain = _both(_with_config(name, static_shapes=False, block_sizes=[block]),
+                        args, threads)
     torch.testing.assert_close(fast, plain, **CLOSE)
 
 

@@ -1,7 +1,7 @@
 """Tile bodies to vector code: each linalg op is cut into register-sized pieces and vectorized.
 
 Runs on tensors, before bufferization, through the transform dialect interpreter of the
-bundled MLIR. Every linalg op with static shapes gets a plan by its iteration space:
+bundled MLIR. Every linalg op gets a plan by its iteration space:
 
 * elementwise (all loops parallel): outer dimensions tiled by 1, the innermost by up to
   :attr:`VectorShape.elements` (a few vector registers), then vectorized;
@@ -12,6 +12,12 @@ bundled MLIR. Every linalg op with static shapes gets a plan by its iteration sp
 * matmul / batch matmul: an ``MR x NR`` block of the result kept in registers while a loop
   over ``k`` adds one outer product per step (``vector.contract`` lowered to FMAs); the
   accumulator's load and store are hoisted out of that loop.
+
+With a dynamic loop range (``static_shapes=False``), outer loops are still tiled by 1 and
+a dynamic innermost loop by :attr:`VectorShape.elements`; the vector ops get explicit
+sizes, and the lanes of the last piece past the range are masked. Only elementwise ops
+and reductions of a single input are planned so: a masked product of two inputs becomes a
+masked ``vector.contract``, which the LLVM lowering refuses. Contractions need static shapes.
 
 Before that, ``acc + matmul(a, b, zeros)`` (``torch.matmul`` accumulated into a carried
 tile, as Helion kernels write it) becomes ``matmul(a, b, acc)``: no second pass over the
@@ -185,18 +191,21 @@ def recompute_cheap_elementwise(module: ir.Module) -> int:
     return copies
 
 
-def _loop_ranges(op: ir.Operation) -> list[int] | None:
+def _loop_ranges(op: ir.Operation) -> list[int | None] | None:
+    """Each loop's trip count, None where it is dynamic; None when a loop has no operand
+    dimension to take it from."""
     ranges: list[int | None] = [None] * _maps(op)[0].n_dims
+    bound = [False] * len(ranges)
     for value, map_ in zip(op.operands, _maps(op)):
         if not isinstance(value.type, ir.ShapedType):
             continue
         for position, expr in enumerate(map_.results):
             expr = expr.maybe_downcast()
             if isinstance(expr, ir.AffineDimExpr):
-                if value.type.is_dynamic_dim(position):
-                    return None
-                ranges[expr.position] = value.type.shape[position]
-    return None if None in ranges else ranges  # type: ignore[return-value]
+                bound[expr.position] = True
+                if not value.type.is_dynamic_dim(position):
+                    ranges[expr.position] = value.type.shape[position]
+    return ranges if all(bound) else None
 
 
 def _iterators(op: ir.Operation) -> list[str]:
@@ -222,8 +231,9 @@ def _is_generic_contraction(op: ir.Operation, iterators: list[str]) -> bool:
     ]
 
 
-# A plan: (kind, tile sizes, reduction split sizes); kind is "tile" or "split".
-_Plan = tuple[str, tuple[int, ...], tuple[int, ...]]
+# A plan: (kind, tile sizes, reduction split sizes, vector sizes); kind is "tile" or "split".
+# Vector sizes are given (and the vector ops masked) when a tiled op has a dynamic size.
+_Plan = tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 
 
 def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
@@ -237,7 +247,7 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
             return None
         m, n = lhs.shape[-2], rhs.shape[-1]
         batch = (1,) * (lhs.rank - 2)
-        return ("tile", batch + (_divisor_at_most(m, shape.mr), _divisor_at_most(n, shape.nr), 1), ())
+        return ("tile", batch + (_divisor_at_most(m, shape.mr), _divisor_at_most(n, shape.nr), 1), (), ())
     if op.name != "linalg.generic" or not all(_simple_map(m) for m in _maps(op)):
         return None
     ranges = _loop_ranges(op)
@@ -245,19 +255,37 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
         return None
     iterators = _iterators(op)
     ones = (1,) * (len(ranges) - 1)
+    innermost = ranges[-1]
+    dynamic = None in ranges
+
+    def masked(sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """Vector sizes when a loop range is dynamic: outer loops are tiled by 1 and a
+        dynamic innermost one by a fixed chunk, whose last piece is masked."""
+        return sizes if dynamic else ()
+
     if _is_generic_contraction(op, iterators):
+        if None in ranges:
+            return None
         m, n = ranges[-3:-1]
-        return ("tile", (1,) * (len(ranges) - 3) + (_divisor_at_most(m, shape.mr), _divisor_at_most(n, shape.nr), 1), ())
+        return ("tile", (1,) * (len(ranges) - 3) + (_divisor_at_most(m, shape.mr), _divisor_at_most(n, shape.nr), 1),
+                (), ())
+    if dynamic and "reduction" in iterators and _input_count(op) > 1:
+        return None  # masked products of two inputs become masked vector.contract ops, which LLVM lowering refuses
     if iterators[-1] == "parallel":  # elementwise, or reductions over outer dimensions (tiled by 1)
-        return ("tile", ones + (_divisor_at_most(ranges[-1], shape.elements),), ())
+        chunk = shape.elements if innermost is None else _divisor_at_most(innermost, shape.elements)
+        return ("tile", ones + (chunk,), (), masked(ones + (chunk,)))
     if any(_half(v.type.element_type) for v in op.results):
         return None  # LLVM cannot lower vector reductions of f16 / bf16 without native support
     if iterators.count("reduction") == 1:
-        chunk = _divisor_at_most(ranges[-1], shape.elements)
-        if chunk < ranges[-1] and chunk >= shape.lanes:
-            return ("split", ones + (0,), (0,) * len(ones) + (chunk,))
-        return ("tile", ones + (0,), ())
+        chunk = shape.elements if innermost is None else _divisor_at_most(innermost, shape.elements)
+        if innermost is None or shape.lanes <= chunk < innermost:
+            return ("split", ones + (0,), (0,) * len(ones) + (chunk,), masked(ones + (chunk,)))
+        return ("tile", ones + (0,), (), masked(ones + (innermost,)))
     return None
+
+
+def _input_count(op: ir.Operation) -> int:
+    return ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
 
 
 def _boolean(type_: ir.Type) -> bool:
@@ -297,8 +325,8 @@ def _tiling_script(plans: Sequence[_Plan]) -> str:
     """Tile every group of ops that share a plan, then vectorize each tiled op on its own
     (a refusal is suppressed and leaves that op's loops scalar)."""
     lines: list[str] = []
-    vectorize: list[str] = []
-    for group, (kind, tiles, split) in enumerate(plans):
+    vectorize: list[tuple[str, tuple[int, ...]]] = []
+    for group, (kind, tiles, split, sizes) in enumerate(plans):
         loops = sum(1 for t in tiles if t)
         found = _match(f"{_GROUP} = {group} : i64")
         if loops == 0:
@@ -317,16 +345,17 @@ def _tiling_script(plans: Sequence[_Plan]) -> str:
                 f"%t{group} by tile_sizes = {list(split)} : (!transform.any_op) -> "
                 "(!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)"
             )
-            vectorize += [f"%fill{group}", f"%part{group}", f"%merge{group}"]
+            vectorize += [(f"%fill{group}", ()), (f"%part{group}", sizes), (f"%merge{group}", ())]
         else:
-            vectorize.append(f"%t{group}")
-    for handle in vectorize:
+            vectorize.append((f"%t{group}", sizes))
+    for handle, sizes in vectorize:
+        vector_sizes = f" vector_sizes {list(sizes)}" if sizes else ""
         lines.append(
             f"transform.foreach {handle} : !transform.any_op {{\n"
             "^bb0(%op: !transform.any_op):\n"
             "  transform.sequence %op : !transform.any_op failures(suppress) {\n"
             "  ^bb1(%one: !transform.any_op):\n"
-            "    transform.structured.vectorize %one {create_named_contraction} : !transform.any_op\n"
+            f"    transform.structured.vectorize %one{vector_sizes} {{create_named_contraction}} : !transform.any_op\n"
             "  }\n}"
         )
     return "\n".join(lines)
