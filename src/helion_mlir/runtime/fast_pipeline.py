@@ -55,7 +55,8 @@ __all__ = ["STACK_ALLOCATION_LIMIT", "FastLowering", "lower_fast"]
 log = logging.getLogger(__name__)
 
 #: Largest buffer (bytes) of fixed size that goes on the stack instead of the heap. Workers
-#: of the OpenMP runtime get 4 MiB stacks; a tile rarely holds more than a few such buffers.
+#: of the OpenMP runtime get 8 MiB stacks (libiomp5's default KMP_STACKSIZE); a tile rarely
+#: holds more than a few such buffers.
 STACK_ALLOCATION_LIMIT = 1 << 16
 
 _TENSOR_STEPS = steps("func.func(canonicalize)", "func.func(cse)")
