@@ -8,9 +8,10 @@ module stays what it is and only its execution changes. In order:
    disjoint slices become ``scf.forall`` (:mod:`.tile_parallel`); then, as in the plain
    pipeline, one-element slice stores become ``tensor.insert`` (after the parallel loops,
    whose proof reads slice stores); f32 ``exp``/``exp2`` become polynomials
-   (:mod:`.fast_math`); elementwise chains are fused; ``acc + matmul(...)`` accumulates in
-   place; unit dimensions are folded; linalg ops are tiled to register-sized pieces and
-   vectorized (:mod:`.vectorize`).
+   (:mod:`.fast_math`); cheap elementwise ops with several consumers are copied into each;
+   elementwise chains are fused; ``acc + matmul(...)`` accumulates in place; unit
+   dimensions are folded; linalg ops are tiled to register-sized pieces and vectorized, and
+   each row reduction ends in one vector reduction (:mod:`.vectorize`).
 2. *Bufferization.* With ``in_place``, the destination arguments (those whose final value
    the function returns) are writable, so tiles store straight into the caller's tensor
    and its result is no longer returned but read from the argument. Loops whose yielded
@@ -19,9 +20,10 @@ module stays what it is and only its execution changes. In order:
    iteration. Empty tensors that end up inserted into a destination are eliminated
    (computed in the destination), allocations are hoisted out of sequential loops, and
    small fixed-size ones directly in a function or parallel-loop body move to the stack.
-3. *To LLVM.* ``scf.forall`` -> ``scf.parallel`` -> OpenMP (``threads`` workers; with one
-   thread the loops stay sequential), vector ops lowered with the host's vector features
-   (the ``ExecutionEngine`` targets the host CPU), contractions as outer products (FMAs).
+3. *To LLVM.* ``scf.forall`` -> ``scf.parallel`` -> OpenMP (``threads`` workers taking
+   tiles one at a time; with one thread the loops stay sequential), vector ops lowered
+   with the host's vector features (the ``ExecutionEngine`` targets the host CPU),
+   contractions as outer products (FMAs).
 """
 
 from __future__ import annotations
