@@ -232,7 +232,7 @@ class CompiledFunction:
             packing = self._local.packing = _Packing(self.params, self._results_type)
         cells = packing.cells
         passed: list[object] = list(args)  # what the code sees: contiguous tensors, checked scalars
-        spans: list[tuple[int, int, int]] = []  # (argument, first byte, end) of every tensor
+        spans: dict[int, tuple[int, int]] = {}  # argument -> (first byte, end) of every tensor
         for index, param, static_dims in self._checks:
             value = args[index]
             if param is None:  # a scalar
@@ -252,7 +252,7 @@ class CompiledFunction:
                 passed[index] = value
             cell = cells[index]
             cell.allocated = cell.aligned = start = value.data_ptr()  # type: ignore[union-attr]
-            spans.append((index, start, start + value.nbytes))
+            spans[index] = (start, start + value.nbytes)
             if static_dims is None and param.rank:
                 cell.sizes[:] = value.shape  # type: ignore[union-attr]
                 cell.strides[:] = _row_major_strides(value.shape)  # type: ignore[union-attr]
@@ -266,7 +266,7 @@ class CompiledFunction:
         return tuple(next(returned) if held is None else args[held] for held in self.held_by)  # type: ignore[misc]
 
     def _stage_written(
-        self, args: Sequence[object], passed: list[object], packing: _Packing, spans: list[tuple[int, int, int]]
+        self, args: Sequence[object], passed: list[object], packing: _Packing, spans: dict[int, tuple[int, int]]
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Arguments written in place that the code cannot write directly (a contiguous copy
         was passed, or their memory overlaps another argument's) work on a copy; returns
@@ -276,8 +276,8 @@ class CompiledFunction:
             original, tensor = args[index], passed[index]
             assert isinstance(original, torch.Tensor) and isinstance(tensor, torch.Tensor)
             if tensor is original:
-                _, start, end = next(span for span in spans if span[0] == index)
-                if start < end and any(i != index and a < end and start < b for i, a, b in spans):
+                start, end = spans[index]
+                if start < end and _overlaps_another(index, start, end, spans):
                     tensor = passed[index] = original.clone()
                     cell = packing.cells[index]
                     cell.allocated = cell.aligned = tensor.data_ptr()  # type: ignore[union-attr]
@@ -306,6 +306,14 @@ class CompiledFunction:
             }
             for allocated in owned:
                 _libc.free(allocated)
+
+
+def _overlaps_another(index: int, start: int, end: int, spans: dict[int, tuple[int, int]]) -> bool:
+    """Whether bytes [start, end) of argument ``index`` overlap another argument's."""
+    for other, (first, stop) in spans.items():
+        if other != index and first < end and start < stop:
+            return True
+    return False
 
 
 def _byte_range(tensor: torch.Tensor) -> tuple[int, int]:
