@@ -13,20 +13,16 @@ from torch import fx
 
 from ...errors import HelionMLIRError
 from ...mlir_types import element_type
-from ..registry import register_lowering
-from ..values import Tensor
-from .memory import (
-    Combine,
+from ..indexing import (
     extract_valid,
     host_operand,
-    insert_valid,
     pad_to_tile,
     resolve_index,
-    scatter,
     specialized_sizes,
-    valid_region,
-    value_to_store,
 )
+from ..registry import register_lowering
+from ..values import Tensor
+from .memory import Combine, insert_valid, scatter, valid_region, value_to_store
 
 if TYPE_CHECKING:
     from ..visitor import IRVisitor
