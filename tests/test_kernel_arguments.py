@@ -42,6 +42,17 @@ def test_compiled_kernel_is_called_like_the_kernel_with_keywords_and_defaults() 
                                **module.TOLERANCE)
 
 
+def test_trailing_defaults_are_applied_to_a_positional_call() -> None:
+    """layer_norm_affine(x, [cols], weight) leaves bias=None and eps=1e-5 to their defaults,
+    exactly as passing them does; another eps is read at the call."""
+    module, compiled, (x, shape, weight), _ = compiled_example("layer_norm_affine")
+    short = compiled(x, shape, weight)
+    torch.testing.assert_close(short, module.reference(x, shape, weight), **module.TOLERANCE)
+    assert torch.equal(short, compiled(x, shape, weight, None, 1e-5))
+    torch.testing.assert_close(compiled(x, shape, weight, None, 0.5), module.reference(x, shape, weight, None, 0.5),
+                               **module.TOLERANCE)
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

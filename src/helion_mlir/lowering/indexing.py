@@ -171,18 +171,29 @@ def _slice_access(v: "IRVisitor", host: Tensor, axis: int, sl: slice, size_symbo
     return DimAccess("slice", start, count, size, step)
 
 
-def value_shape(accesses: Sequence[DimAccess]) -> list[int | None]:
-    """The shape of the value an index addresses (None for a dynamic dimension)."""
-    shape: list[int | None] = []
+def _per_value_dim(accesses: Sequence[DimAccess], of_slice: Callable[[DimAccess], Any],
+                   of_tensor: Callable[[DimAccess], Sequence[Any]]) -> list[Any]:
+    """One entry per dimension of the value an index addresses: ``of_slice`` of a slice, 1
+    for a new axis, ``of_tensor``'s entries for the dimensions of an index tensor."""
+    dims: list[Any] = []
     for a in accesses:
         if a.kind == "slice":
-            shape.append(a.size)
+            dims.append(of_slice(a))
         elif a.kind == "newaxis":
-            shape.append(1)
+            dims.append(1)
         elif a.kind == "tensor":
-            assert a.index is not None
-            shape.extend(a.index.shape)
-    return shape
+            dims.extend(of_tensor(a))
+    return dims
+
+
+def value_shape(accesses: Sequence[DimAccess]) -> list[int | None]:
+    """The shape of the value an index addresses (None for a dynamic dimension)."""
+    return _per_value_dim(accesses, lambda a: a.size, lambda a: a.index.shape)  # type: ignore[union-attr]
+
+
+def value_extents(accesses: Sequence[DimAccess]) -> list[Scalar | int]:
+    """How many lanes of each value dimension are in bounds."""
+    return _per_value_dim(accesses, lambda a: a.extent, lambda a: a.index_extents)
 
 
 def value_dynamic_sizes(v: "IRVisitor", accesses: Sequence[DimAccess]) -> list[Scalar]:

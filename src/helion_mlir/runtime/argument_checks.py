@@ -21,12 +21,14 @@ import torch
 
 from ..errors import ArgumentError, HelionMLIRError
 from ..lowering.host_values import describe_origin, evaluate_origin
+from ..lru_cache import LRUCache
 
 __all__ = ["ArgumentChecks", "describe_value"]
 
 
 #: Types of values whose Helion specialization key is a function of their type and value
-#: alone: a value of these that passed the check once passes it again without a new key.
+#: alone: a value of these that passed the check passes it again without a new key (the
+#: most recently used such values are remembered per compiled kernel).
 _PLAIN_VALUE_TYPES = (int, float, bool, str, type(None), torch.dtype)
 _ACCEPTED_VALUES_CAPACITY = 64
 
@@ -84,12 +86,19 @@ class ArgumentChecks:
             if isinstance(fake, torch.Tensor)
         ]
         self.value_positions = [i for i, fake in enumerate(self.fakes) if not isinstance(fake, torch.Tensor)]
-        self.accepted_values: set[tuple[Any, ...]] = set()
+        self.accepted_values: LRUCache[bool] = LRUCache(_ACCEPTED_VALUES_CAPACITY)
+        # Defaults of trailing parameters when every parameter may be passed by position
+        # (None otherwise): a positional call then needs no signature binding.
+        parameters = list(self.kernel.signature.parameters.values())
+        positional = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
+        self.defaults = [p.default for p in parameters] if positional else None
 
     def normalize(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Positional arguments with keywords placed and defaults applied, as Helion does."""
-        if not kwargs and len(args) == len(self.params):
-            return tuple(args)
+        if not kwargs and self.defaults is not None and len(args) <= len(self.defaults):
+            missing = self.defaults[len(args):]
+            if not any(default is inspect.Parameter.empty for default in missing):
+                return (*args, *missing)
         try:
             return tuple(self.kernel.normalize_args(*args, **kwargs))
         except TypeError as err:
@@ -142,7 +151,7 @@ class ArgumentChecks:
         if self.bound_key is None:
             return
         remembered = _plain_key(tuple(args[i] for i in self.value_positions))
-        if remembered is not None and remembered in self.accepted_values:
+        if remembered is not None and self.accepted_values.get(remembered):
             return
         try:
             key = self.kernel._base_specialization_key(args)
@@ -151,8 +160,8 @@ class ArgumentChecks:
         # Tensor entries are left to the checks above (dtypes and static sizes).
         differing = [i for i in self.value_positions if i < len(key) and key[i] != self.bound_key[i]]
         if not differing:
-            if remembered is not None and len(self.accepted_values) < _ACCEPTED_VALUES_CAPACITY:
-                self.accepted_values.add(remembered)
+            if remembered is not None:
+                self.accepted_values.put(remembered, True)
             return
         name, value, fake = self.params[differing[0]], args[differing[0]], self.fakes[differing[0]]
         number_type = _NUMBER_TYPES.get(type(fake))

@@ -24,7 +24,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith
 from torch_mlir.dialects import math as mmath
 
-from .ir_walk import ops_where
+from .ir_walk import defining_op, ops_where
 
 __all__ = ["expand_exponentials"]
 
@@ -92,8 +92,8 @@ def _exp2(b: _Builder, x: ir.Value) -> ir.Value:
 
 
 def _is_two(value: ir.Value) -> bool:
-    owner = value.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant":
         return False
     attr = owner.attributes["value"]
     return isinstance(attr, ir.FloatAttr) and attr.value == 2.0

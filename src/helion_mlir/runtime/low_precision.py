@@ -36,6 +36,7 @@ from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
 
 from ..mlir_types import LOW_PRECISION_FLOATS
+from .ir_walk import ops_where
 
 __all__ = ["emulate_low_precision_floats", "pack_pairs", "unpack_pairs"]
 
@@ -197,19 +198,17 @@ def emulate_low_precision_floats(module: ir.Module) -> None:
     if manager is None:
         manager = _PASS_MANAGERS[pipeline] = PassManager.parse(pipeline)
     manager.run(module.operation)
-    conversions: list[tuple[str, str, ir.Operation]] = []
+    def low_precision_type(op: ir.Operation) -> str | None:
+        """The 8- or 4-bit float type an ``extf`` widens from or a ``truncf`` narrows to."""
+        if op.name == "arith.extf":
+            return str(op.operands[0].type)
+        if op.name == "arith.truncf":
+            return str(op.results[0].type)
+        return None
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "arith.extf" and str(op.operands[0].type) in LOW_PRECISION_FLOATS:
-            conversions.append(("extf", str(op.operands[0].type), op))
-        elif op.name == "arith.truncf" and str(op.results[0].type) in LOW_PRECISION_FLOATS:
-            conversions.append(("truncf", str(op.results[0].type), op))
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
     needed: set[tuple[str, str]] = set()
-    for kind, type_, op in conversions:
-        needed |= _replace_with_call(op, kind, type_)
+    for op in ops_where(module, lambda op: low_precision_type(op) in LOW_PRECISION_FLOATS):
+        needed |= _replace_with_call(op, op.name.removeprefix("arith."), low_precision_type(op))  # type: ignore[arg-type]
     if needed:
         helpers = ir.Module.parse("".join(_helper(kind, type_) for kind, type_ in sorted(needed)))
         for helper in helpers.body.operations:

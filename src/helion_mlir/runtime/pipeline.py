@@ -149,20 +149,16 @@ def mark_fresh_buffers_restrict(module: ir.Module) -> None:
     tensor, which is what ``restrict`` asserts.
     """
 
-    def visit(op: ir.Operation) -> ir.WalkResult:
-        if op.name == "bufferization.to_tensor" and "restrict" not in op.attributes:
-            buffer = op.operands[0]
-            source = buffer.owner
-            views = [use for use in buffer.uses if use.owner.name == "bufferization.to_tensor"]
-            if (
-                isinstance(source, ir.Operation | ir.OpView)
-                and source.name == "memref.alloc"
-                and len(views) == 1
-            ):
-                op.attributes["restrict"] = ir.UnitAttr.get()
-        return ir.WalkResult.ADVANCE
+    def sole_view_of_fresh_buffer(op: ir.Operation) -> bool:
+        if op.name != "bufferization.to_tensor" or "restrict" in op.attributes:
+            return False
+        buffer = op.operands[0]
+        source = defining_op(buffer)
+        views = [use for use in buffer.uses if use.owner.name == "bufferization.to_tensor"]
+        return source is not None and source.name == "memref.alloc" and len(views) == 1
 
-    module.operation.walk(visit)
+    for op in ops_where(module, sole_view_of_fresh_buffer):
+        op.attributes["restrict"] = ir.UnitAttr.get()
 
 
 def store_single_elements_in_place(module: ir.Module) -> None:

@@ -33,6 +33,7 @@ from ..indexing import (
     ssa_or_int,
     valid_lane_condition,
     value_dynamic_sizes,
+    value_extents,
     value_shape,
 )
 from ..registry import register_lowering
@@ -307,14 +308,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
     elt = element_type(dest.dtype)
     olds = [v.ops.fill(shape, dest.dtype, 0, value_dynamic_sizes(v, accesses))] if keep_old else []
     carried_in: list[Any] = [dest] + olds
-    extents: list[Scalar | int] = []
-    for a in accesses:
-        if a.kind == "slice":
-            extents.append(a.extent)
-        elif a.kind == "newaxis":
-            extents.append(1)
-        elif a.kind == "tensor":
-            extents.extend(a.index_extents)
+    extents = value_extents(accesses)
 
     def nest(depth: int, ivs: list[Scalar], carried: list[Any]) -> list[Any]:
         if depth == len(shape):
