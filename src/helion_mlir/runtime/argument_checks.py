@@ -87,18 +87,21 @@ class ArgumentChecks:
         ]
         self.value_positions = [i for i, fake in enumerate(self.fakes) if not isinstance(fake, torch.Tensor)]
         self.accepted_values: LRUCache[bool] = LRUCache(_ACCEPTED_VALUES_CAPACITY)
-        # Defaults of trailing parameters when every parameter may be passed by position
-        # (None otherwise): a positional call then needs no signature binding.
+        # When every parameter may be passed by position, a positional call of at least
+        # ``fewest_positional`` arguments needs no signature binding: the rest take
+        # ``defaults``. (Otherwise ``fewest_positional`` is past the end.)
         parameters = list(self.kernel.signature.parameters.values())
-        positional = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
-        self.defaults = [p.default for p in parameters] if positional else None
+        self.defaults = tuple(p.default for p in parameters)
+        self.fewest_positional = len(parameters)
+        while self.fewest_positional and self.defaults[self.fewest_positional - 1] is not inspect.Parameter.empty:
+            self.fewest_positional -= 1
+        if any(p.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters):
+            self.fewest_positional = len(parameters) + 1
 
     def normalize(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Positional arguments with keywords placed and defaults applied, as Helion does."""
-        if not kwargs and self.defaults is not None and len(args) <= len(self.defaults):
-            missing = self.defaults[len(args):]
-            if not any(default is inspect.Parameter.empty for default in missing):
-                return (*args, *missing)
+        if not kwargs and self.fewest_positional <= len(args) <= len(self.defaults):
+            return (*args, *self.defaults[len(args):])
         try:
             return tuple(self.kernel.normalize_args(*args, **kwargs))
         except TypeError as err:
