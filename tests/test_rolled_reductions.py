@@ -56,7 +56,8 @@ def _warnings(logger: str) -> Iterator[list[str]]:
 # Examples whose reduction Helion rolls: (name, chunk, shape). The ragged rows are 100
 # wide (softmax_looped: 200), which 16, 32 and 48 do not divide; the divisible ones are
 # 128 (256) wide.
-ROLLED_EXAMPLES = ["softmax_one_pass", "softmax_looped", "layer_norm", "rms_norm", "log_softmax", "cross_entropy"]
+ROLLED_EXAMPLES = ["softmax_one_pass", "softmax_looped", "layer_norm", "layer_norm_affine", "rms_norm", "log_softmax",
+                   "cross_entropy"]
 RUNS = [(name, chunk, "ragged") for name in ROLLED_EXAMPLES for chunk in (16, 48)]
 RUNS += [(name, 32, "divisible") for name in ROLLED_EXAMPLES]
 
@@ -74,7 +75,7 @@ def test_example_with_rolled_reduction_matches_reference(name: str, chunk: int, 
 
 
 @pytest.mark.parametrize("output_type", ["tosa", "stablehlo"])
-@pytest.mark.parametrize("name", ["softmax_one_pass", "layer_norm", "rms_norm"])
+@pytest.mark.parametrize("name", ["softmax_one_pass", "layer_norm", "layer_norm_affine", "rms_norm"])
 def test_rolled_examples_run_with_other_output_types(name: str, output_type: str) -> None:
     module = load_example_by_name(name)
     args = module.make_args("ragged")
@@ -273,4 +274,23 @@ def test_filecheck_mean_divides_the_rolled_sum_by_the_full_row_length() -> None:
         // CHECK: %[[NT:{SSA}]] = linalg.fill ins(%[[N]] : f32) outs(%{{{{{SSA}}}}} : tensor<f32>)
         // CHECK: linalg.generic {{{{.*}}}} ins(%[[SUM]], %[[NT]] : tensor<16x1xf32>, tensor<f32>)
         // CHECK: arith.divf
+    """)
+
+
+def test_filecheck_mean_used_in_a_later_rolled_loop_is_recomputed_from_the_full_sum() -> None:
+    """layer_norm_affine (``row - torch.mean(row)`` feeds both the variance and the output):
+    Helion recomputes the mean inside the loop that writes the output, from the first
+    loop's finished sum; it must divide that sum by the row length, never average the chunk."""
+    run_filecheck(_emit("layer_norm_affine", 16), f"""
+        // CHECK: %[[SUM:{SSA}]] = scf.for {{{{.*}}}} -> (tensor<8x1xf32>)
+        // CHECK: %[[N:{SSA}]] = arith.constant 100.0 : f32
+        // CHECK: scf.for {{{{.*}}}} -> (tensor<8x1xf32>)
+        // CHECK: scf.for {{{{.*}}}} -> (tensor<37x100xf32>)
+        // CHECK: %[[NT:{SSA}]] = linalg.fill ins(%[[N]] : f32) outs(%{{{{{SSA}}}}} : tensor<f32>)
+        // CHECK: %[[MEAN:{SSA}]] = linalg.generic {{{{.*}}}} ins(%[[SUM]], %[[NT]] : tensor<8x1xf32>, tensor<f32>)
+        // CHECK: arith.divf
+        // CHECK: linalg.generic {{{{.*}}}} ins(%{{{{{SSA}}}}}, %[[MEAN]] : tensor<8x16xf32>, tensor<8x1xf32>)
+        // CHECK-NEXT: ^bb
+        // CHECK-NEXT: arith.subf
+        // CHECK: tensor.insert_slice {{{{.*}}}} into %{{{{{SSA}}}}}[%{{{{{SSA}}}}}, %{{{{{SSA}}}}}]
     """)

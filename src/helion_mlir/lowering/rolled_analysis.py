@@ -52,11 +52,15 @@ def rolled_reduction(node: fx.Node, block_ids: Sequence[int]) -> ReductionLoweri
     return None
 
 
-def needs_inductor_tail(node: fx.Node) -> bool:
-    """A pointwise tail of a multi-buffer lowering whose traced inputs are not in its graph
-    (they were moved into a reduction loop body)."""
+def needs_inductor_tail(node: fx.Node, blocks: set[int], block_of: Callable[[Any], int | None]) -> bool:
+    """A pointwise tail of a multi-buffer lowering (``mean = sum / n``) that its traced form
+    cannot compute, so that it is evaluated from its Inductor form (which reads the finished
+    reductions): its traced inputs were moved into a reduction loop body, or they are
+    chunks of a rolled dimension (``blocks``), where the traced op would reduce one chunk
+    (a later loop over the same dimension that uses ``x - x.mean(-1)`` recomputes the mean
+    in its body)."""
     lowering = node.meta.get("lowering")
-    if node.op != "call_function" or not isinstance(lowering, PointwiseLowering):
+    if not blocks or node.op != "call_function" or not isinstance(lowering, PointwiseLowering):
         return False
     if not node.kwargs.get("_extra_args") and node.target is not _tracing_ops._inductor_lowering_extra:
         return False
@@ -64,7 +68,16 @@ def needs_inductor_tail(node: fx.Node) -> bool:
     restored = original_args(node)
     if recorded is None or restored is None:
         return True
-    return len(nodes_in(restored[1])) < len(nodes_in(recorded[1]))
+    traced = nodes_in(restored[1])
+    if len(traced) < len(nodes_in(recorded[1])):
+        return True
+    return any(_is_chunk(source, blocks, block_of) for source in traced)
+
+
+def _is_chunk(node: fx.Node, blocks: set[int], block_of: Callable[[Any], int | None]) -> bool:
+    """Whether ``node`` is a tensor with a dimension over one of ``blocks``."""
+    meta = node.meta.get("val")
+    return isinstance(meta, torch.Tensor) and any(block_of(size) in blocks for size in meta.shape)
 
 
 def unsupported_rolled_reduction(graphs: Sequence[Any], block_of: Callable[[Any], int | None]) -> str | None:
@@ -90,7 +103,7 @@ def unsupported_rolled_reduction(graphs: Sequence[Any], block_of: Callable[[Any]
                     return f"the input of '{node.name}' is not computed per chunk"
                 data = lowering.buffer.data
                 args = (index_symbols(0, len(data.ranges)), index_symbols(len(data.ranges), len(data.reduction_ranges)))
-            elif blocks and needs_inductor_tail(node):
+            elif needs_inductor_tail(node, blocks, block_of):
                 data = node.meta["lowering"].buffer.data
                 args = (index_symbols(0, len(data.ranges)),)
             else:
@@ -114,11 +127,7 @@ def _unsupported_loop_use(graphs: Sequence[Any], loop: fx.Node, blocks: set[int]
 
 
 def _has_chunked_input(node: fx.Node, block_id: int, block_of: Callable[[Any], int | None]) -> bool:
-    for source in inductor_input_nodes(node):
-        meta = source.meta.get("val")
-        if isinstance(meta, torch.Tensor) and any(block_of(size) == block_id for size in meta.shape):
-            return True
-    return False
+    return any(_is_chunk(source, {block_id}, block_of) for source in inductor_input_nodes(node))
 
 
 def inductor_input_nodes(node: fx.Node) -> list[fx.Node]:

@@ -19,8 +19,11 @@ generators. Here it is explicit:
 
 Multi-buffer lowerings (``mean``, ``var``, ``var_mean``, ...) keep their pointwise tail
 (``sum / n``, ``sum_sq / (n - correction)``) outside the loops, in nodes whose traced
-inputs live in the loop bodies; those tails are evaluated from their Inductor inner
-functions too, with the reduction dimension's symbol standing for its full size.
+inputs live in the loop bodies; a later loop over the same dimension that uses the tail
+(layer norm's ``x - mean`` in the loop that writes the output) recomputes it in its body
+from the finished reduction, beside a traced input that is now one chunk. The traced
+form would reduce that chunk alone, so every such tail is evaluated from its Inductor
+inner function, with the reduction dimension's symbol standing for its full size.
 """
 
 from __future__ import annotations
@@ -414,7 +417,7 @@ def lower_reduction_loop(v: "IRVisitor", node: fx.Node) -> list[Any]:
         lowering = rolled_reduction(out, block_ids) if isinstance(out, fx.Node) else None
         if lowering is not None:
             folds[i] = _fold_of(v, out, lowering)
-    _claim_inductor_tails(v, node.graph)
+    _claim_inductor_tails(v)
     written = v.model.writes.get(int(graph_id), [])
     initial = [v.state[name] for name in written]
     for fold in folds.values():
@@ -466,11 +469,15 @@ def _chunk_rule(fold: _Fold, tile: Tile, accs: list[Tensor]) -> Callable[["IRVis
     return rule
 
 
-def _claim_inductor_tails(v: "IRVisitor", graph: fx.Graph) -> None:
-    """Lower the multi-buffer tails of ``graph`` from their Inductor form (see the module doc)."""
-    for other in graph.nodes:
-        if other not in v.node_rules and needs_inductor_tail(other):
-            v.node_rules[other] = lower_inductor_tail
+def _claim_inductor_tails(v: "IRVisitor") -> None:
+    """Lower the multi-buffer tails the traced form cannot compute from their Inductor form
+    (see the module doc): after a rolled loop, and inside a later loop over the same
+    dimension, whatever graph they sit in."""
+    blocks = set(v.model.rolled_blocks)
+    for graph_id in v.model.reachable_graph_ids:
+        for other in v.model.graph(graph_id).graph.nodes:
+            if other not in v.node_rules and needs_inductor_tail(other, blocks, v.model.block_id_of):
+                v.node_rules[other] = lower_inductor_tail
 
 
 def _bound(v: "IRVisitor", value: Any) -> Any:
