@@ -64,6 +64,14 @@ def test_emit_writes_a_module_that_verifies(tmp_path: Path, capsys, output_type:
     assert "func.func @add(%x: tensor<32x64xf32>, %y: tensor<32x64xf32>" in text
     assert ("tosa.add" in text) == (output_type == "tosa")
     assert f"wrote {out}" in capsys.readouterr().err
+    assert "loc(" not in text
+
+
+def test_emit_prints_source_locations_with_debug_info(capsys) -> None:
+    assert main(["emit", f"{ADD}:add", "--args", ADD_ARGS, "--debug-info"]) == 0
+    text = capsys.readouterr().out
+    verify_module_text(text)
+    assert f'loc("{ADD.resolve()}":' in text
 
 
 def test_emit_prints_to_stdout_with_config_and_make_args_and_logs_with_verbose(capsys) -> None:

@@ -19,11 +19,14 @@ from examples_util import (
     register_cpu_matmul_dtype_overloads,
 )
 
-from helion_mlir import KernelCase, OutputType, check_kernels, generate_mlir
+from helion_mlir import BatchReport, KernelCase, OutputType, check_kernels, generate_mlir
 from helion_mlir.errors import ExecutionError
 from helion_mlir.importer.node_importer import clear_import_cache, import_stats
 from helion_mlir.lowering.kernel_model import KernelModel
+from helion_mlir.inliner.lexer import strip_locations
+from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.verify import parse_module
 
 OUTPUT_TYPES = [t.value for t in OutputType]
 
@@ -92,13 +95,36 @@ def test_helion_refuses_dynamic_shapes_for_the_kernels_listed_as_static_only() -
             kernel.bind(mod.make_args("ragged"))
 
 
-def test_batch_report_counts_every_example_as_verified() -> None:
+@pytest.fixture(scope="module")
+def ragged_report() -> BatchReport:
+    """Every example on ragged shapes, lowered to linalg-on-tensors, texts kept (with locations)."""
     cases = [KernelCase(n, m.KERNEL, bound_args(m.KERNEL, *example_call(m, "ragged")))
              for n, m in ((n, load_example_by_name(n)) for n in example_names())]
-    report = check_kernels(cases, ["linalg-on-tensors"])
+    return check_kernels(cases, ["linalg-on-tensors"], keep_text=True)
+
+
+def test_batch_report_counts_every_example_as_verified(ragged_report: BatchReport) -> None:
+    report, cases = ragged_report, example_names()
     assert report.verified == len(cases) == report.emitted, report.table()
     assert all(r.nodes > 0 for r in report.results)
     assert f"{len(cases)} lowered: {len(cases)} emitted, {len(cases)} verified, 0 failed" in report.table()
+
+
+def test_every_example_without_locations_is_what_mlir_prints_without_debug_info(ragged_report: BatchReport) -> None:
+    with mlir_session():
+        for result in ragged_report.results:
+            stripped = strip_locations(result.text)
+            assert "loc(" not in stripped, result.label
+            assert (parse_module(stripped).operation.get_asm()
+                    == parse_module(result.text).operation.get_asm(enable_debug_info=False)), result.label
+
+
+def test_generate_mlir_prints_locations_only_with_debug_info() -> None:
+    mod = load_example_by_name("add")
+    bound = mod.KERNEL.bind(mod.make_args("ragged"))
+    located, plain = generate_mlir(bound, debug_info=True), generate_mlir(bound)
+    assert f'loc("{mod.KERNEL.fn.__code__.co_filename}":' in located
+    assert "loc(" not in plain and plain == strip_locations(located)
 
 
 @pytest.mark.parametrize("output_type", ["linalg-on-tensors", "stablehlo"])

@@ -268,6 +268,7 @@ def test_dump_writes_each_module_named_after_kernel_config_and_arguments(
         text = helion_backend.dump_path(dump_dir, compiled).read_text()
         helion_mlir.verify_module_text(text)
         assert "tosa." in text and compiled.mlir in text
+        assert f'loc("{example.KERNEL.fn.__code__.co_filename}":' in text  # dumps keep source locations
         assert f"// arguments: {compiled.signature}\n" in text
 
 

@@ -38,11 +38,12 @@ def example(name: str) -> ModuleType:
 
 @functools.cache
 def emit(name: str, shape: str = "divisible", output_type: str = "linalg-on-tensors",
-         block_sizes: tuple[int, ...] | None = None) -> str:
+         block_sizes: tuple[int, ...] | None = None, debug_info: bool = False) -> str:
     """The module an example emits (cached: several tests read the same module)."""
     module = example(name)
     config = helion.Config(block_sizes=list(block_sizes)) if block_sizes is not None else None
-    return generate_mlir(module.KERNEL.bind(module.make_args(shape)), output_type=output_type, config=config)
+    return generate_mlir(module.KERNEL.bind(module.make_args(shape)), output_type=output_type, config=config,
+                         debug_info=debug_info)
 
 
 def filecheck(text: str, patterns: str, **values: Any) -> None:
@@ -538,7 +539,7 @@ def test_ops_carry_the_source_line_and_column_of_their_load_store_and_inner_loop
     store_line, store_col = source_position(source, "out[tile_m, tile_n] =")
     loop_line, loop_col = source_position(source, "for tile_k in")
     def_line, _ = source_position(source, "def matmul(")
-    filecheck(emit("matmul"), """
+    filecheck(emit("matmul", debug_info=True), """
         // CHECK-LABEL: func.func @matmul(
         // CHECK:       scf.for {{.*}} -> (tensor<16x16xf32>) {
         // CHECK:         tensor.extract_slice %x[{{.*}} loc("${path}":${load_line}:${load_col})
@@ -553,7 +554,7 @@ def test_ops_carry_the_source_line_and_column_of_their_load_store_and_inner_loop
 def test_top_level_tile_loop_carries_the_location_of_its_for_statement() -> None:
     source = example("add").KERNEL.fn.__code__.co_filename
     line, col = source_position(source, "for tile_m, tile_n in")
-    filecheck(emit("add"), """
+    filecheck(emit("add", debug_info=True), """
         // CHECK: scf.yield {{.*}} loc("${path}":${line}:${col})
         // CHECK: } loc("${path}":${line}:${col})
     """, path=source, line=line, col=col)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from helion_mlir.inliner.lexer import (
     is_bare_identifier,
     is_suffix_id,
     next_significant,
+    strip_locations,
     tokenize,
 )
 
@@ -189,6 +191,25 @@ def test_errors_point_at_the_offset(text: str, offset: int, message: str) -> Non
 def test_find_closing_rejects_unbalanced_brackets(text: str, message: str) -> None:
     with pytest.raises(MLIRSyntaxError, match=message):
         find_closing(tokenize(text), 0, source=text)
+
+
+def test_strip_locations_drops_every_location_group_and_keeps_the_rest_byte_for_byte() -> None:
+    located = textwrap.dedent('''\
+        func.func @k(%x: f32 loc("k.py":1:1)) -> f32 {
+          %0 = "test.op"() {note = "a loc(\\"s\\":1:2) in a string)"} : () -> f32 loc(callsite("f"("a.py":3:4) at fused["b.py":5:6, "c)(.py":7:8]))
+          ^bb1(%in: f32 loc("k.py":2:1), %out: f32 loc(unknown)): // loc("comment":1:1) stays
+          return %0 : f32 loc("k.py":9:1)
+        } loc("k.py":1:1)
+        ''')
+    assert strip_locations(located) == textwrap.dedent('''\
+        func.func @k(%x: f32) -> f32 {
+          %0 = "test.op"() {note = "a loc(\\"s\\":1:2) in a string)"} : () -> f32
+          ^bb1(%in: f32, %out: f32): // loc("comment":1:1) stays
+          return %0 : f32
+        }
+        ''')
+    with pytest.raises(MLIRSyntaxError, match="never closed"):
+        strip_locations('%0 = arith.constant 0 : i32 loc("k.py":1:1')
 
 
 def test_next_significant_skips_trivia() -> None:

@@ -24,6 +24,7 @@ import torch
 from .errors import HelionMLIRError
 from .importer.node_importer import TorchMLIRNodeImporter
 from .inliner.builder import MLIRBuilder
+from .inliner.lexer import strip_locations
 from .lowering import rules  # noqa: F401  (registers every lowering rule, once)
 from .lowering.kernel_model import KernelModel
 from .lowering.loops import emit_tile_loops
@@ -56,19 +57,25 @@ def generate_mlir(
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
+    debug_info: bool = False,
 ) -> str:
     """Lower a Helion kernel to the text of one verified MLIR module.
 
     ``bound_kernel`` is what ``kernel.bind(args)`` returns (or a ``helion.Kernel`` with
     ``args``). ATen ops are lowered to ``output_type``; the config's block sizes give the
     static tile shapes (``config`` overrides the kernel's own config).
+
+    Every op has the ``loc("file.py":line:col)`` of the kernel line it came from, and the
+    module is verified with them (diagnostics quote kernel lines). As MLIR's printer does
+    by default, the returned text leaves them out; ``debug_info=True`` keeps them (MLIR's
+    ``--mlir-print-debuginfo``).
     """
     started = time.perf_counter()
     model, text = emit_unverified(bound_kernel, args, output_type=output_type, config=config)
     verify_module_text(text, what=f"module emitted for kernel '{model.name}'")
     log.info("emitted kernel %s (%s) in %.1f ms", model.name, OutputType.parse(output_type).value,
              (time.perf_counter() - started) * 1e3)
-    return text
+    return text if debug_info else strip_locations(text)
 
 
 def emit_unverified(

@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                                epilog=EMIT_EPILOG, formatter_class=raw)
     add_kernel_arguments(emit)
     emit.add_argument("-o", "--output", metavar="OUT", type=Path, help="write the module here instead of stdout")
+    emit.add_argument("--debug-info", action="store_true",
+                      help="print each op's loc(\"file.py\":line:col) in the kernel source (MLIR's "
+                           "--mlir-print-debuginfo)")
     emit.set_defaults(handler=emit_command)
 
     run = commands.add_parser("run", help="run a kernel on CPU and compare with Helion's reference mode",

@@ -16,7 +16,8 @@ def emit_command(options: argparse.Namespace) -> int:
         with stage("bind"):
             bound = target.kernel.bind(target.args)
         with stage("lower"):
-            text = generate_mlir(bound, output_type=options.output_type, config=target.config)
+            text = generate_mlir(bound, output_type=options.output_type, config=target.config,
+                                 debug_info=options.debug_info)
     except StageError as err:
         raise stage_failure(err, target, options.output_type) from err.error
     if options.output is None:

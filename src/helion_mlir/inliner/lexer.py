@@ -36,6 +36,7 @@ __all__ = [
     "next_significant",
     "is_bare_identifier",
     "is_suffix_id",
+    "strip_locations",
     "OPENERS",
     "CLOSERS",
 ]
@@ -114,7 +115,7 @@ class Token(NamedTuple):
 _SUFFIX = r"(?:[0-9]+|[A-Za-z_$.\-][A-Za-z0-9_$.\-]*)"
 # bare-id ::= (letter | '_') (letter | digit | [_$.])*
 _BARE = r"[A-Za-z_][A-Za-z0-9_$.]*"
-_STRING = r'"(?:[^"\\\n]|\\[^\n])*"'
+_STRING = r'"[^"\\\n]*(?:\\[^\n][^"\\\n]*)*"'  # escapes unrolled: no per-character alternation
 _SUFFIX_ID = re.compile(_SUFFIX)
 _BARE_ID = re.compile(_BARE)
 # One alternative per token class, tried in order at each position; the first that
@@ -152,6 +153,38 @@ def is_suffix_id(text: str) -> bool:
 def is_bare_identifier(text: str) -> bool:
     """Whether ``text`` is a bare identifier (usable unquoted, e.g. as a resource key)."""
     return _BARE_ID.fullmatch(text) is not None
+
+
+# What strip_locations looks at: string literals and comments (skipped whole, so a
+# "loc(" inside them stays), a plain file location, and the start of any other one.
+_LOCATION_START = re.compile(rf"{_STRING}|//[^\n]*|(?P<file> loc\({_STRING}:[0-9]+:[0-9]+\))|(?P<location> loc\()")
+_PAREN_OR_STRING = re.compile(rf"{_STRING}|[()]")
+
+
+def strip_locations(text: str) -> str:
+    """``text`` without its trailing `` loc(...)`` locations, everything else byte for byte.
+
+    This is the text MLIR's printer gives without ``--mlir-print-debuginfo``. The module
+    builder writes locations inline (no ``#loc`` aliases), so dropping each group is the
+    whole job; a regular-expression scan instead of :func:`tokenize` keeps it cheap.
+    """
+    pieces: list[str] = []
+    kept = position = 0
+    while (match := _LOCATION_START.search(text, position)) is not None:
+        position = match.end()
+        if match.group("file") is None and match.group("location") is None:
+            continue
+        depth = 0 if match.group("file") else 1
+        while depth:
+            inner = _PAREN_OR_STRING.search(text, position)
+            if inner is None:
+                raise MLIRSyntaxError("'loc(' is never closed", text=text, offset=match.start() + 1)
+            depth += {"(": 1, ")": -1}.get(inner.group(), 0)
+            position = inner.end()
+        pieces.append(text[kept : match.start()])
+        kept = position
+    pieces.append(text[kept:])
+    return "".join(pieces)
 
 
 def _lex(text: str) -> list[Token]:

@@ -65,7 +65,9 @@ class CompiledKernel:
         self.bound = bound
         self.config = resolve_config(bound, config)
         self.model = KernelModel(bound, self.config)
-        self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config)
+        # With locations: the CPU pipeline's and IREE's diagnostics then name kernel lines,
+        # and HELION_MLIR_DUMP files show them.
+        self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config, debug_info=True)
         self.emit_seconds = time.perf_counter() - started
         self.function: CompiledFunction | IreeFunction
         if self.runtime == "iree":
