@@ -253,6 +253,30 @@ def test_exp_and_exp2_are_vector_polynomials_within_two_ulp() -> None:
         assert torch.equal(torch.isinf(got), torch.isinf(rounded)) and torch.equal(got.isnan(), x.isnan())
 
 
+CUBE = """
+#id = affine_map<(d0) -> (d0)>
+func.func @cube_{n}(%x: tensor<{n}xf32>, %out: tensor<{n}xf32>) -> tensor<{n}xf32> {{
+  %three = arith.constant 3 : i64
+  %r = linalg.generic {{indexing_maps = [#id, #id], iterator_types = ["parallel"]}}
+      ins(%x : tensor<{n}xf32>) outs(%out : tensor<{n}xf32>) {{
+  ^bb0(%v: f32, %o: f32):
+    %c = math.fpowi %v, %three : f32, i64
+    linalg.yield %c : f32
+  }} -> tensor<{n}xf32>
+  return %r : tensor<{n}xf32>
+}}
+"""
+
+
+def test_modules_needing_the_same_generated_power_function_compile_one_after_another() -> None:
+    # convert-math-to-funcs remembers the functions it generated; a pass instance reused
+    # for a second module called the first module's (freed) function and crashed.
+    for n in (128, 256, 384):
+        x = torch.randn(n)
+        (got,) = compile_module(CUBE.format(n=n), f"cube_{n}", threads=1)(x, torch.empty(n))
+        torch.testing.assert_close(got, x * x * x)
+
+
 # ------------------------------------------------------------------ in-place destinations
 REVERSE_ADD = """
 func.func @reverse_add(%x: tensor<64xf32>, %y: tensor<64xf32>, %out: tensor<64xf32>) -> tensor<64xf32> {

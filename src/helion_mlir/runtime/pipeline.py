@@ -44,6 +44,12 @@ log = logging.getLogger(__name__)
 
 _PASS_MANAGERS: dict[str, PassManager] = {}
 
+# Pipelines whose pass instances carry state from one run into the next, so they get a new
+# pass manager per run: convert-math-to-funcs remembers the functions it generated (per op
+# and type) and would call those of a module already freed (a crash, or wrong code) when
+# a second module needs the same one (a vector ``math.fpowi``, as in tanh GELU).
+_NOT_REUSABLE = frozenset({"builtin.module(convert-math-to-funcs)"})
+
 #: LLVM optimization level of the JIT. Measured on this package's test kernels: O3 neither
 #: compiled nor ran faster than O2; O0 compiled 3-4x faster but ran a matmul 2-3x slower.
 JIT_OPT_LEVEL = 2
@@ -300,7 +306,9 @@ class ModuleLowering:
         for name, pipeline in to_run:
             manager = _PASS_MANAGERS.get(pipeline)
             if manager is None:
-                manager = _PASS_MANAGERS[pipeline] = PassManager.parse(pipeline)
+                manager = PassManager.parse(pipeline)
+                if pipeline not in _NOT_REUSABLE:
+                    _PASS_MANAGERS[pipeline] = manager
             already_reported = len(self.diagnostics)
             try:
                 manager.run(self.module.operation)
