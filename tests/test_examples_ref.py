@@ -62,6 +62,7 @@ COVERAGE = {
     "reduce_ops._reduce",
     "scan_ops._associative_scan",
     "_gelu_tanh_approx._gelu_erf",
+    "_gelu_tanh_approx._gelu_tanh_approx",
     "quantized_ops.float4_e2m1fn_x2_to_float32",
     "quantized_ops.load_float4_e2m1fn_x16_to_float16",
     "quantized_ops.load_bfloat16_x16_to_float16",
@@ -241,6 +242,9 @@ EXPECTED: dict[str, set[str]] = {
     "layer_norm": {
         "ReductionLoopGraphInfo", "aten.rsqrt.default", "aten.sum.dim_IntList",
         "_tracing_ops._mask_to", "prims.convert_element_type.default",
+    },
+    "linear_gelu_tanh": {
+        "_gelu_tanh_approx._gelu_tanh_approx", "matmul_ops.dot", "_tracing_ops._for_loop", "view_ops.subscript",
     },
     "leaky_clamp": {"aten.where.self", "aten.sign.default", "aten.abs.default", "aten.gt.Scalar"},
     "log_softmax": {

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "is_aten_op", "lower_aten_op", "traced_call", "import_and_inline", "import_aten_call", "twin_node",
-    "input_values", "zero_dim_tensor",
+    "input_values", "zero_dim_tensor", "bind_to_schema",
 ]
 
 
@@ -80,15 +80,41 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
             scratch.erase_node(stand_in)
 
 
+def bind_to_schema(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call of ``target`` by parameter name, as its schema binds them.
+
+    Raises :class:`HelionMLIRError` for a call the op would refuse: more positional values
+    than positional parameters (a keyword-only parameter such as ``gelu``'s ``approximate``
+    given by position) or an unknown keyword. Ops without a schema bind nothing.
+    """
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return {}
+    positional = [a.name for a in schema.arguments if not a.kwarg_only]
+    keyword_only = [a.name for a in schema.arguments if a.kwarg_only]
+    if len(args) > len(positional):
+        raise HelionMLIRError(
+            f"{schema.name} takes {len(positional)} positional argument(s) but was given {len(args)}; "
+            f"its keyword-only parameters ({', '.join(keyword_only) or 'none'}) must be passed by name"
+        )
+    unknown = sorted(set(kwargs) - set(positional) - set(keyword_only))
+    if unknown:
+        raise HelionMLIRError(f"{schema.name} has no parameter named {', '.join(unknown)}")
+    return dict(zip(positional, args)) | dict(kwargs)
+
+
 @contextlib.contextmanager
 def twin_node(
     node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any], scratch: fx.Graph | None = None
 ) -> Iterator[fx.Node]:
     """A stand-in for ``node`` computing ``target(*args, **kwargs)``, with ``node``'s metadata.
 
-    It lives in a scratch graph (a new one unless given), so the kernel's graphs keep no
+    The call is checked against ``target``'s schema first (:func:`bind_to_schema`): a
+    keyword-only argument must be given by name, as the importer passes it on. The twin
+    lives in a scratch graph (a new one unless given), so the kernel's graphs keep no
     trace of it, not even its name; it is erased on leaving the ``with`` block.
     """
+    bind_to_schema(target, args, kwargs)
     graph = scratch if scratch is not None else fx.Graph()
     twin = graph.call_function(target, args, kwargs)
     twin.meta = {k: val for k, val in node.meta.items() if k != "lowering"}

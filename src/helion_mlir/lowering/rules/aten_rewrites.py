@@ -34,6 +34,7 @@ from ...output_type import OutputType
 from ..registry import register_lowering
 from ..values import Scalar, Tensor
 from .aten import (
+    bind_to_schema,
     import_aten_call,
     input_values,
     lower_aten_op,
@@ -81,7 +82,7 @@ def lower_scalar_tensor(v: "IRVisitor", node: fx.Node) -> Any:
 @register_lowering(aten.mean.dim)
 def lower_mean_dim(v: "IRVisitor", node: fx.Node) -> Any:
     args, kwargs = traced_call(node)
-    bound = dict(zip(("self", "dim", "keepdim", "dtype"), args)) | kwargs
+    bound = bind_to_schema(aten.mean.dim, args, kwargs)
     dtype, dims, keepdim = bound.get("dtype"), bound.get("dim"), bool(bound.get("keepdim", False))
     raw = v.importer.output_type is OutputType.RAW
     if dtype is None and raw:
