@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
-from helion_mlir.runtime import tile_parallel
+from helion_mlir.runtime.rewrites import tile_parallel
 from helion_mlir.runtime.engine import clear_compile_cache
 
 settings.register_profile(

@@ -22,8 +22,10 @@ from torch_mlir.passmanager import PassManager
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.engine import compile_module, lower_module
-from helion_mlir.runtime.tile_parallel import parallelize_tile_loops
-from helion_mlir.runtime.vectorize import fold_add_into_matmul, host_vector_shape, recompute_cheap_elementwise
+from helion_mlir.runtime.rewrites.fold_add_into_matmul import fold_add_into_matmul
+from helion_mlir.runtime.rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
+from helion_mlir.runtime.rewrites.tile_parallel import parallelize_tile_loops
+from helion_mlir.runtime.rewrites.vectorize_tiles import host_vector_shape
 from helion_mlir.verify import parse_module
 
 

@@ -1,4 +1,4 @@
-"""The one MLIR context of the process, and diagnostics capture.
+"""The one MLIR context of the process, its pass managers, and diagnostics capture.
 
 Creating an MLIR context and registering the torch and stablehlo dialects costs a few
 milliseconds, and IR from two contexts must never be mixed, so the whole package shares
@@ -8,6 +8,10 @@ goes through :func:`mlir_session`, which holds a process-wide re-entrant lock.
 MLIR reports problems as diagnostics on the C++ side (they would otherwise go to the
 process's stderr and be lost to the caller); a session collects them so that errors
 raised by the package can quote them.
+
+Parsing a textual pass pipeline and initializing its passes (their pattern sets) costs
+time, and a pass manager can run again on the next module, so :func:`pass_manager` keeps
+one per pipeline text for the whole package.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import torch_mlir.dialects.torch as torch_dialect  # registers torch-mlir's pass
 from torch_mlir import ir, passmanager
 from torch_mlir._mlir_libs import _stablehlo
 
-__all__ = ["shared_context", "mlir_session", "format_diagnostic"]
+__all__ = ["shared_context", "mlir_session", "format_diagnostic", "pass_manager"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,11 @@ _LOCK = threading.RLock()
 _CONTEXT: ir.Context | None = None
 # Diagnostics of the innermost open session; sessions nest (the lock is re-entrant).
 _COLLECTORS: list[list[str]] = []
+_PASS_MANAGERS: dict[str, passmanager.PassManager] = {}
+# Passes that keep state from one run to the next, so that a pass manager holding one must
+# not run twice: convert-math-to-funcs remembers the functions it generated in the last
+# module it ran on and calls them from the next one (a crash once that module is freed).
+_KEEP_STATE_ACROSS_RUNS = ("convert-math-to-funcs",)
 
 
 def format_diagnostic(diag: Any) -> str:
@@ -94,3 +103,20 @@ def mlir_session() -> Iterator[tuple[ir.Context, list[str]]]:
                 yield ctx, diagnostics
         finally:
             _COLLECTORS.pop()
+
+
+def pass_manager(pipeline: str) -> passmanager.PassManager:
+    """The pass manager of a textual pipeline (``builtin.module(...)``) in the shared context.
+
+    Cached per text (the texts the package runs are few), except for a pipeline holding a
+    pass that keeps state across runs, which is parsed afresh each time. Raises
+    ``ValueError`` when the text does not parse.
+    """
+    with _LOCK:
+        manager = _PASS_MANAGERS.get(pipeline)
+        if manager is None:
+            with shared_context():
+                manager = passmanager.PassManager.parse(pipeline)
+            if not any(name in pipeline for name in _KEEP_STATE_ACROSS_RUNS):
+                _PASS_MANAGERS[pipeline] = manager
+        return manager

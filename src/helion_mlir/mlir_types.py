@@ -52,7 +52,7 @@ _ELEMENT_TYPES: dict[torch.dtype, str] = {
 }
 
 #: The MLIR float types narrower than 16 bits. They have no LLVM type: their conversions
-#: go through f32 (see lowering.emitter.scalar_convert_op and runtime.low_precision).
+#: go through f32 (see lowering.emitter.scalar_convert_op and runtime.rewrites.low_precision_floats).
 LOW_PRECISION_FLOATS = ("f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E8M0FNU", "f4E2M1FN")
 
 #: Dtypes that pack two values per byte. A tensor of shape [..., N] of such a dtype is a

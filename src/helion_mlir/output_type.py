@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import enum
+from .kinds import Kind
 
 __all__ = ["OutputType", "TORCH_BACKEND_PIPELINE"]
 
@@ -13,7 +13,7 @@ TORCH_BACKEND_PIPELINE = (
 )
 
 
-class OutputType(str, enum.Enum):
+class OutputType(Kind):
     """Which dialects ATen ops are lowered to.
 
     ``raw`` keeps torch-mlir's ``torch`` dialect as imported; the others run torch-mlir's
@@ -27,26 +27,15 @@ class OutputType(str, enum.Enum):
     STABLEHLO = "stablehlo"
 
     @classmethod
-    def parse(cls, value: "OutputType | str") -> "OutputType":
-        """Accept an ``OutputType`` or its string spelling (``linalg`` is short for linalg-on-tensors)."""
-        if isinstance(value, OutputType):
-            return value
-        spelled = str(value).strip().lower().replace("_", "-")
-        if spelled == "linalg":
-            spelled = cls.LINALG_ON_TENSORS.value
-        for member in cls:
-            if member.value == spelled:
-                return member
-        choices = ", ".join(m.value for m in cls)
-        raise ValueError(f"unknown output type {value!r}; choose one of: {choices}")
+    def _spelling(cls, value: str) -> str:
+        """Case and ``_`` / ``-`` do not matter; ``linalg`` is short for linalg-on-tensors."""
+        spelled = value.strip().lower().replace("_", "-")
+        return cls.LINALG_ON_TENSORS.value if spelled == "linalg" else spelled
 
     @property
     def backend_pipeline(self) -> str | None:
         """The torch-mlir pass pipeline that lowers backend-contract IR to this output type."""
         return _BACKEND_PIPELINES[self]
-
-    def __str__(self) -> str:
-        return self.value
 
 
 _BACKEND_PIPELINES: dict[OutputType, str | None] = {

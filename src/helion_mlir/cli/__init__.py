@@ -21,6 +21,7 @@ from .common import EXIT_OK, EXIT_USAGE, CommandError, output_type, tolerance_va
 from .emit import emit_command
 from .kernel_loading import DTYPES, INT_RANGE
 from .ops import ops_command
+from .pipeline import PIPELINE_EPILOG, pipeline_command
 from .run import run_command
 
 __all__ = ["main", "build_parser"]
@@ -82,6 +83,7 @@ examples:
   helion-mlir run examples/add.py --args 'f32[128,256], f32[128,256]'
   helion-mlir check examples/ --run
   helion-mlir ops
+  helion-mlir pipeline
 
 exit codes: 0 success, 1 a kernel failed, 2 bad usage.
 Run 'helion-mlir COMMAND --help' for a command's options.
@@ -159,6 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
                                           "op x output-type support table.")
     ops.add_argument("--measure", action="store_true", help="measure the table instead of reading the document")
     ops.set_defaults(handler=ops_command)
+
+    pipeline = commands.add_parser("pipeline", help="print the steps of a CPU pipeline", parents=[common],
+                                   epilog=PIPELINE_EPILOG, formatter_class=raw,
+                                   description="Print the steps (upstream passes and the package's rewrites) "
+                                               "that lower a module to LLVM on CPU, one a line.")
+    pipeline.add_argument("--plain", action="store_true", help="the plain pipeline instead of the fast one")
+    pipeline.add_argument("-t", "--output-type", type=output_type, default=OutputType.LINALG_ON_TENSORS,
+                          metavar="T", help=output_help + " (default: linalg-on-tensors)")
+    pipeline.add_argument("--threads", type=int, help="OpenMP workers (default: torch's thread count)")
+    pipeline.set_defaults(handler=pipeline_command)
     return parser
 
 

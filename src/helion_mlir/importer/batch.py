@@ -18,6 +18,7 @@ from torch_mlir.extras.fx_importer import FxImporter
 from torch_mlir.passmanager import PassManager
 
 from ..errors import HelionMLIRError, describe_target
+from ..mlir_context import pass_manager
 from ..output_type import TORCH_BACKEND_PIPELINE, OutputType
 from .cache import IMPORT_CACHE, Failure, Results
 from .graphs import NoDecomposition, NodeRecipe, decomposed_graph
@@ -46,32 +47,13 @@ def _pipeline_body(pipeline: str) -> str:
 _ONE_FUNCTION_PER_MODULE = frozenset({OutputType.STABLEHLO})
 
 
-@dataclass(frozen=True)
-class _Pipelines:
-    """Parsed pass managers of one output type (parsing and pass set-up cost time)."""
-
-    flat: PassManager  # runs on the batch module
-    per_function: PassManager | None  # then on each function's own module, if needed
-
-
-_PIPELINES: dict[OutputType, _Pipelines] = {}
-
-
-def _pipelines(output_type: OutputType) -> _Pipelines:
-    found = _PIPELINES.get(output_type)
-    if found is None:
-        backend = _pipeline_body(output_type.backend_pipeline)
-        if output_type in _ONE_FUNCTION_PER_MODULE:
-            found = _Pipelines(
-                PassManager.parse(TORCH_BACKEND_PIPELINE),
-                PassManager.parse(f"builtin.module(builtin.module({backend}))"),
-            )
-        else:
-            found = _Pipelines(
-                PassManager.parse(f"builtin.module({_pipeline_body(TORCH_BACKEND_PIPELINE)},{backend})"), None
-            )
-        _PIPELINES[output_type] = found
-    return found
+def _pipelines(output_type: OutputType) -> tuple[PassManager, PassManager | None]:
+    """The pass managers of one output type: one run on the batch module, then, if needed,
+    one on each function's own module."""
+    backend = _pipeline_body(output_type.backend_pipeline)
+    if output_type in _ONE_FUNCTION_PER_MODULE:
+        return pass_manager(TORCH_BACKEND_PIPELINE), pass_manager(f"builtin.module(builtin.module({backend}))")
+    return pass_manager(f"builtin.module({_pipeline_body(TORCH_BACKEND_PIPELINE)},{backend})"), None
 
 
 def function_name(target: Any) -> str:
@@ -203,14 +185,14 @@ class BatchLowering:
                     return [_PlainDiagnostic("the imported module does not verify")]
                 return None
             IMPORT_CACHE.count_lowering_run()
-            pipelines = _pipelines(self.output_type)
-            pipelines.flat.run(module.operation)
-            if pipelines.per_function is not None:
+            flat, per_function = _pipelines(self.output_type)
+            flat.run(module.operation)
+            if per_function is not None:
                 for func in list(module.body.operations):
                     with ir.InsertionPoint(module.body):
                         holder = builtin_dialect.ModuleOp()
                     holder.body.append(func)
-                pipelines.per_function.run(module.operation)
+                per_function.run(module.operation)
         except ir.MLIRError as err:
             return list(err.error_diagnostics) or [_PlainDiagnostic(str(err))]
         return None

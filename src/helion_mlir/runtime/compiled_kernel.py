@@ -18,6 +18,7 @@ import torch
 
 from ..errors import ArgumentError, HelionMLIRError
 from ..generate import bind_kernel, generate_mlir
+from ..kinds import Kind
 from ..lowering.host_values import evaluate_origin
 from ..lowering.kernel_model import FunctionArg, KernelModel, resolve_config
 from ..lru_cache import LRUCache
@@ -27,8 +28,9 @@ from .argument_checks import ArgumentChecks, describe_value
 from .engine import CompiledFunction, compile_module
 from .host_code import HostCode
 from .iree_engine import IreeFunction, compile_with_iree
+from .pipelines import Pipeline
 
-__all__ = ["RUNTIMES", "CompiledKernel", "compile_kernel"]
+__all__ = ["RUNTIMES", "CompiledKernel", "Runtime", "compile_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,16 @@ log = logging.getLogger(__name__)
 COMPILED_KERNEL_CACHE_CAPACITY = 256
 _CACHE: "LRUCache[CompiledKernel]" = LRUCache(COMPILED_KERNEL_CACHE_CAPACITY)
 
-#: What runs the emitted function: torch-mlir's ExecutionEngine in-process, or IREE.
-RUNTIMES = ("jit", "iree")
+
+class Runtime(Kind):
+    """What runs the emitted function: torch-mlir's ExecutionEngine in-process, or IREE.
+    Plain strings are accepted wherever a ``Runtime`` is, through :meth:`Runtime.parse`."""
+
+    JIT = "jit"
+    IREE = "iree"
+
+
+RUNTIMES = tuple(r.value for r in Runtime)
 
 
 class CompiledKernel:
@@ -55,13 +65,14 @@ class CompiledKernel:
         *,
         output_type: OutputType | str,
         config: Any = None,
-        runtime: str = "jit",
-        pipeline: str = "fast",
+        runtime: Runtime | str = Runtime.JIT,
+        pipeline: Pipeline | str = Pipeline.FAST,
         threads: int | None = None,
     ) -> None:
         started = time.perf_counter()
         self.output_type = OutputType.parse(output_type)
-        self.runtime = _check_runtime(runtime)
+        self.runtime = Runtime.parse(runtime)
+        pipeline = Pipeline.parse(pipeline)
         self.bound = bound
         self.config = resolve_config(bound, config)
         self.model = KernelModel(bound, self.config)
@@ -70,18 +81,18 @@ class CompiledKernel:
         self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config, debug_info=True)
         self.emit_seconds = time.perf_counter() - started
         self.function: CompiledFunction | IreeFunction
-        if self.runtime == "iree":
+        if self.runtime is Runtime.IREE:
             self.function = compile_with_iree(self.mlir, self.model.name, output_type=self.output_type)
         else:
             self.function = compile_module(self.mlir, self.model.name, output_type=self.output_type,
-                                           pipeline=pipeline, threads=threads, in_place=pipeline == "fast")
+                                           pipeline=pipeline, threads=threads, in_place=pipeline is Pipeline.FAST)
         self.host = HostCode.from_bound(bound, self.config)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
         self._checks = ArgumentChecks(bound, self.model)
         log.info("compiled kernel %s (%s, %s pipeline, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
-                 self.runtime, pipeline, threads or "default", self.emit_seconds * 1e3, self.compile_seconds * 1e3)
+                 self.runtime.value, pipeline.value, threads or "default", self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
     @property
     def name(self) -> str:
@@ -130,20 +141,14 @@ class CompiledKernel:
         self._checks.check(self._checks.normalize(args, kwargs or {}))
 
 
-def _check_runtime(runtime: str) -> str:
-    if runtime not in RUNTIMES:
-        raise ValueError(f"unknown runtime {runtime!r}; expected one of {', '.join(RUNTIMES)}")
-    return runtime
-
-
 def compile_kernel(
     kernel: Any,
     args: tuple[Any, ...] | None = None,
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
-    runtime: str = "jit",
-    pipeline: str = "fast",
+    runtime: Runtime | str = Runtime.JIT,
+    pipeline: Pipeline | str = Pipeline.FAST,
     threads: int | None = None,
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
@@ -153,16 +158,17 @@ def compile_kernel(
     ``iree-base-runtime``). Both run the same host code with the same argument checks.
     For the JIT, ``pipeline`` is ``"fast"`` (parallel tiles on ``threads`` workers, default
     ``torch.get_num_threads()``, vectorized tile bodies) or ``"plain"`` (sequential scalar
-    loops; see :data:`~helion_mlir.runtime.engine.PIPELINES`). Compiled kernels are cached
+    loops; see :class:`~helion_mlir.runtime.pipelines.Pipeline`). Compiled kernels are cached
     per bound kernel (Helion binds one per specialization of the arguments), config,
     output type, runtime, pipeline and thread count (the most recently used
     :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
+    runtime, pipeline = Runtime.parse(runtime), Pipeline.parse(pipeline)
     cfg = resolve_config(bound, config)
-    threads = 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
-    key = (id(bound), repr(cfg), kind, _check_runtime(runtime), pipeline, threads)
+    threads = pipeline.thread_count(threads)
+    key = (id(bound), repr(cfg), kind, runtime, pipeline, threads)
     cached = _CACHE.get(key)
     if cached is not None and cached.bound is bound:  # an id may be reused
         return cached

@@ -1,7 +1,7 @@
 """Run an emitted MLIR module on CPU torch tensors, in-process.
 
-The module is lowered to the LLVM dialect by :mod:`.pipeline` with torch-mlir's bundled
-MLIR and JIT-compiled by its ``ExecutionEngine``; no external tool or runtime library is
+The module is lowered to the LLVM dialect by one of the pipelines of :mod:`.pipelines`
+with torch-mlir's bundled MLIR and JIT-compiled by its ``ExecutionEngine``; no external tool or runtime library is
 involved. This is how the package checks that what it emits computes the same thing as
 the Helion kernel it came from. See :class:`CompiledFunction` for the calling convention.
 """
@@ -15,9 +15,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
+from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 
 from ..errors import ArgumentError
@@ -25,28 +25,15 @@ from ..lru_cache import LRUCache
 from ..mlir_context import mlir_session
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
-from ..verify import parse_module
-from .fast_pipeline import lower_fast
-from .low_precision import emulate_low_precision_floats, pack_pairs, unpack_pairs
 from .openmp import openmp_library
+from .packed_pairs import pack_pairs, unpack_pairs
 from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor
-from .pipeline import (
-    BUFFERIZE_STEPS,
-    JIT_OPT_LEVEL,
-    PRE_BUFFERIZE_STEPS,
-    SOURCE_DIALECTS,
-    TO_LINALG_STEPS,
-    TO_LLVM_STEPS,
-    ModuleLowering,
-    mark_fresh_buffers_restrict,
-    move_bf16_through_memory_as_i16,
-    store_single_elements_in_place,
-)
+from .pipelines import PIPELINES, ModuleLowering, Pipeline, PipelineOptions, lower_to_llvm
 
 __all__ = [
     "JIT_OPT_LEVEL",
-    "PIPELINES",
     "CompiledFunction",
+    "Pipeline",
     "ScalarParam",
     "TensorParam",
     "clear_compile_cache",
@@ -56,10 +43,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: ``"fast"``: parallel, vectorized tiles (:mod:`.fast_pipeline`); ``"plain"``: the
-#: straightforward lowering (:mod:`.pipeline`), sequential scalar loops, kept as the
-#: reference the fast one is tested against.
-PIPELINES = ("fast", "plain")
+#: LLVM optimization level of the JIT. Measured on this package's test kernels: O3 neither
+#: compiled nor ran faster than O2; O0 compiled 3-4x faster but ran a matmul 2-3x slower.
+JIT_OPT_LEVEL = 2
 
 # memref.get_global fills the "allocated" field of a descriptor with this marker: such
 # a buffer is a constant inside the compiled code and must never be freed.
@@ -140,7 +126,7 @@ class CompiledFunction:
     pointers, so no dtype conversion happens on the way in or out; a uint8 tensor is
     accepted for an ``i8`` parameter (signless). A float4_e2m1fn_x2 tensor (or its uint8
     bytes) is unpacked to one 4-bit value per byte on the way in and packed again on the
-    way out (:mod:`.low_precision`). The descriptors and the pointer array are built once
+    way out (:mod:`.packed_pairs`). The descriptors and the pointer array are built once
     per calling thread and only refilled per call.
 
     By default tensor arguments are marked ``bufferization.writable = false``: the
@@ -179,7 +165,7 @@ class CompiledFunction:
         *,
         lower_seconds: float,
         jit_seconds: float,
-        pipeline: str = "plain",
+        pipeline: Pipeline = Pipeline.PLAIN,
         threads: int = 1,
         held_by: tuple[int | None, ...] | None = None,
     ) -> None:
@@ -342,66 +328,22 @@ COMPILED_FUNCTION_CACHE_CAPACITY = 256
 _CACHE: "LRUCache[CompiledFunction]" = LRUCache(COMPILED_FUNCTION_CACHE_CAPACITY)
 
 
-def _options(pipeline: str, threads: int | None, in_place: bool) -> int:
-    """Check the pipeline options; returns the thread count to use."""
-    if pipeline not in PIPELINES:
-        raise ValueError(f"pipeline must be one of {', '.join(PIPELINES)}, got {pipeline!r}")
-    if in_place and pipeline != "fast":
-        raise ValueError("in_place needs the fast pipeline")
-    return 1 if pipeline == "plain" else max(1, threads or torch.get_num_threads())
+def _lower(module_text: str, func_name: str, pipeline: Pipeline, options: PipelineOptions,
+           diagnostics: list[str]) -> ModuleLowering:
+    return lower_to_llvm(module_text, func_name, pipeline, PIPELINES[pipeline], options, diagnostics)
 
 
-@dataclass
-class _Lowered:
-    lowering: ModuleLowering
-    params: tuple[Param, ...]
-    results: tuple[TensorParam, ...]
-    held_by: tuple[int | None, ...] | None
-    shared_libs: list[str]
+def _uses_openmp(lowering: ModuleLowering) -> bool:
+    """Parallel loops run on OpenMP workers (tile nests or the module's own)."""
+    found = False
 
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        nonlocal found
+        found = op.name.startswith("omp.")
+        return ir.WalkResult.INTERRUPT if found else ir.WalkResult.ADVANCE
 
-def _lower(module_text: str, func_name: str, kind: OutputType, pipeline: str, threads: int, in_place: bool,
-           diagnostics: list[str]) -> _Lowered:
-    lowering = ModuleLowering(
-        parse_module(module_text, what=f"module holding @{func_name}"),
-        func_name,
-        kind,
-        diagnostics,
-    )
-    lowering.keep_only_the_function()
-    lowering.run(TO_LINALG_STEPS[kind])
-    lowering.reject_ops(
-        lambda name: name.split(".", 1)[0] in SOURCE_DIALECTS[kind],
-        "torch-mlir's bundled MLIR has no lowering to linalg for {ops}; "
-        "a module using them cannot be executed",
-    )
-    params, results = lowering.signature()
-    lowering.prepare_boundary(params)
-    held_by: tuple[int | None, ...] | None = None
-    shared_libs: list[str] = []
-    if pipeline == "fast":
-        # Packed pairs cross the boundary unpacked: a copy, never the caller's tensor.
-        packed = frozenset(
-            i for i, p in enumerate(params) if isinstance(p, TensorParam) and p.dtype in PACKED_PAIR_DTYPES
-        )
-        fast = lower_fast(lowering, threads=threads, in_place=in_place, not_in_place=packed)
-        held_by = fast.held_by
-        if fast.uses_openmp:
-            shared_libs.append(openmp_library())
-    else:
-        store_single_elements_in_place(lowering.module)
-        lowering.run(PRE_BUFFERIZE_STEPS)
-        mark_fresh_buffers_restrict(lowering.module)
-        lowering.run(BUFFERIZE_STEPS)
-        lowering.define_bf16_truncation()
-        emulate_low_precision_floats(lowering.module)
-        lowering.run(TO_LLVM_STEPS)
-    move_bf16_through_memory_as_i16(lowering.module)
-    lowering.reject_ops(
-        lambda name: name != "builtin.module" and not name.startswith(("llvm.", "omp.")),
-        "these ops were not lowered to the LLVM dialect: {ops}",
-    )
-    return _Lowered(lowering, params, results, held_by, shared_libs)
+    lowering.module.operation.walk(visit)
+    return found
 
 
 def lower_module(
@@ -409,17 +351,16 @@ def lower_module(
     func_name: str,
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
-    pipeline: str = "fast",
+    pipeline: Pipeline | str = Pipeline.FAST,
     threads: int | None = None,
     in_place: bool = False,
 ) -> str:
     """The LLVM-dialect module :func:`compile_module` would JIT-compile (same options), as
     text: what the pipelines make of a module, for inspection and tests."""
-    kind = OutputType.parse(output_type)
-    threads = _options(pipeline, threads, in_place)
+    pipeline = Pipeline.parse(pipeline)
+    options = PipelineOptions.of(pipeline, output_type, threads, in_place)
     with mlir_session() as (ctx, diagnostics):
-        lowered = _lower(module_text, func_name, kind, pipeline, threads, in_place, diagnostics)
-        return str(lowered.lowering.module)
+        return str(_lower(module_text, func_name, pipeline, options, diagnostics).module)
 
 
 def compile_module(
@@ -427,15 +368,15 @@ def compile_module(
     func_name: str,
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
-    pipeline: str = "fast",
+    pipeline: Pipeline | str = Pipeline.FAST,
     threads: int | None = None,
     in_place: bool = False,
 ) -> CompiledFunction:
     """Lower ``@func_name`` of ``module_text`` to LLVM and JIT-compile it for this CPU.
 
     ``output_type`` says which dialects the module is written in, and so which
-    conversions run first (see :mod:`.pipeline`). ``pipeline`` is one of
-    :data:`PIPELINES`; the fast one runs parallel tile loops on ``threads`` OpenMP workers
+    conversions run first (see :mod:`.pipelines`). ``pipeline`` is a :class:`Pipeline`
+    (``"fast"`` or ``"plain"``); the fast one runs parallel tile loops on ``threads`` OpenMP workers
     (default ``torch.get_num_threads()``) and, with ``in_place``, writes the destination
     arguments instead of returning copies (see :class:`CompiledFunction`). Compiled
     functions are cached on the module text, function name and those options (the most
@@ -447,19 +388,19 @@ def compile_module(
     pass and quoting its diagnostics), when the bundled MLIR has no lowering for some of
     the module's ops, or when the signature has types that cannot cross from Python.
     """
-    kind = OutputType.parse(output_type)
-    threads = _options(pipeline, threads, in_place)
-    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, kind, pipeline, threads, in_place)
+    pipeline = Pipeline.parse(pipeline)
+    options = PipelineOptions.of(pipeline, output_type, threads, in_place)
+    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, pipeline, options)
     with mlir_session() as (ctx, diagnostics):
         cached = _CACHE.get(key)
         if cached is not None:
             return cached
         started = time.perf_counter()
-        lowered = _lower(module_text, func_name, kind, pipeline, threads, in_place, diagnostics)
-        lowering = lowered.lowering
+        lowering = _lower(module_text, func_name, pipeline, options, diagnostics)
+        shared_libs = [openmp_library()] if _uses_openmp(lowering) else []
         after_lowering = time.perf_counter()
         try:
-            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, shared_libs=lowered.shared_libs)
+            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, shared_libs=shared_libs)
             engine.initialize()
             # Machine code is generated on the first lookup, so it belongs to the JIT time.
             entry_address = engine.raw_lookup(f"_mlir_ciface_{func_name}")
@@ -471,9 +412,9 @@ def compile_module(
         log.debug(
             "@%s (%s, %s pipeline, %d thread(s)): lowered to LLVM in %.1f ms, JIT-compiled at O%d in %.1f ms",
             func_name,
-            kind.value,
-            pipeline,
-            threads,
+            options.output_type.value,
+            pipeline.value,
+            options.threads,
             (after_lowering - started) * 1e3,
             JIT_OPT_LEVEL,
             (jitted - after_lowering) * 1e3,
@@ -482,14 +423,14 @@ def compile_module(
             engine,
             entry_address,
             func_name,
-            kind,
-            lowered.params,
-            lowered.results,
+            options.output_type,
+            lowering.params,
+            lowering.results,
             lower_seconds=after_lowering - started,
             jit_seconds=jitted - after_lowering,
             pipeline=pipeline,
-            threads=threads,
-            held_by=lowered.held_by,
+            threads=options.threads,
+            held_by=lowering.held_by,
         )
         _CACHE.put(key, compiled)
         return compiled

@@ -42,7 +42,7 @@ from ..mlir_context import mlir_session
 from ..output_type import OutputType
 from ..verify import parse_module
 from .params import Param, TensorParam, check_scalar, check_tensor
-from .pipeline import ModuleLowering
+from .pipelines import ModuleLowering, PipelineOptions
 
 try:  # optional: pip install iree-base-compiler iree-base-runtime
     import iree.runtime as iree_runtime
@@ -257,8 +257,9 @@ def compile_with_iree(
         return cached
     with mlir_session() as (_ctx, diagnostics):
         lowering = ModuleLowering(parse_module(module_text, what=f"module holding @{func_name}"),
-                                  func_name, kind, diagnostics)
-        params, results = lowering.signature()
+                                  func_name, PipelineOptions(kind), diagnostics)
+        lowering.read_signature()
+        params, results = lowering.params, lowering.results
     started = time.perf_counter()
     try:
         done = subprocess.run([find_tool("iree-compile"), "-", "-o", "-", *flags], input=module_text.encode(),

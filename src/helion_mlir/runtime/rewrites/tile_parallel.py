@@ -31,6 +31,9 @@ worker has gone to sleep costs the call tens of microseconds to wake it (40-100 
 2-core machine of docs/benchmarks.md, measured on example kernels over 37x100 elements
 called 1 ms apart), more than the second core saves on a kernel that runs for less than
 about that long.
+
+No upstream pass makes an ``scf.for`` over tensors an ``scf.forall``: that takes the
+disjointness proof above, which needs to know how the kernel's tiles address memory.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""8- and 4-bit floats on CPU: conversions as integer code, packed pairs at the boundary.
+"""8- and 4-bit float conversions as integer code, exact as torch converts.
 
 LLVM has no 8- or 4-bit float types: memrefs of ``f8E4M3FN`` and friends lower to ``i8``
 (``f4E2M1FN`` to ``i4``) storage, but ``arith.extf`` / ``arith.truncf`` on them have no
@@ -21,24 +21,21 @@ The functions reproduce torch's conversions bit for bit (measured over every cod
   zero, as torch does (including torch's treatment of f32 subnormals: code 1 above 2^-127).
 - Sources other than f32 go through f32 first (f64 is rounded to f32, as torch does).
 
-At the function boundary a float4_e2m1fn_x2 tensor is ``tensor<...x2xf4E2M1FN>``
-(docs/abi.md); LLVM stores an ``i4`` in a byte of its own, so :func:`unpack_pairs` gives
-each value its byte on the way in and :func:`pack_pairs` puts two back in one on the
-way out.
+This stands in for upstream's ``arith-expand`` conversions, which cover only f8E8M0FNU and
+f4E2M1FN and round those differently from torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import torch
 from torch_mlir import ir
-from torch_mlir.passmanager import PassManager
 
-from ..mlir_types import LOW_PRECISION_FLOATS
+from ...mlir_context import pass_manager
+from ...mlir_types import LOW_PRECISION_FLOATS
 from .ir_walk import ops_where
 
-__all__ = ["emulate_low_precision_floats", "pack_pairs", "unpack_pairs"]
+__all__ = ["emulate_low_precision_floats"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +62,6 @@ _FORMATS: dict[str, _Format] = {
 _E8M0 = "f8E8M0FNU"
 assert set(LOW_PRECISION_FLOATS) == {*_FORMATS, _E8M0}
 
-_PASS_MANAGERS: dict[str, PassManager] = {}
 _TORCH_FNUZ_NAN = 0x7F800001  # what torch decodes the FNUZ and e8m0 NaN codes to
 
 
@@ -184,9 +180,13 @@ def _helper(kind: str, type_: str) -> str:
 
 
 def emulate_low_precision_floats(module: ir.Module) -> None:
-    """Rewrite every f8/f4 conversion of ``module`` (bufferized, in the shared context) into
-    integer code; other arithmetic and math on those types is moved to f32 first."""
-    present = [t for t in LOW_PRECISION_FLOATS if t in str(module.operation)]
+    """Rewrite every f8/f4 conversion into integer code, other f8/f4 arithmetic into f32.
+
+    Runs on a bufferized module, in the shared context: arithmetic and math on those types
+    is moved to f32 by upstream passes first, then each conversion becomes a helper call.
+    """
+    text = str(module.operation)
+    present = [t for t in LOW_PRECISION_FLOATS if t in text]
     if not present:
         return
     pipeline = (  # math ops first: their extension to f32 makes conversions too
@@ -194,10 +194,8 @@ def emulate_low_precision_floats(module: ir.Module) -> None:
         "func.func(arith-emulate-unsupported-floats{source-types="
         f"{','.join(present)} target-type=f32}}))"
     )
-    manager = _PASS_MANAGERS.get(pipeline)
-    if manager is None:
-        manager = _PASS_MANAGERS[pipeline] = PassManager.parse(pipeline)
-    manager.run(module.operation)
+    pass_manager(pipeline).run(module.operation)
+
     def low_precision_type(op: ir.Operation) -> str | None:
         """The 8- or 4-bit float type an ``extf`` widens from or a ``truncf`` narrows to."""
         if op.name == "arith.extf":
@@ -250,15 +248,3 @@ def _replace_with_call(op: ir.Operation, kind: str, type_: str) -> set[tuple[str
     op.results[0].replace_all_uses_with(result)
     op.erase()
     return used
-
-
-def unpack_pairs(tensor: torch.Tensor) -> torch.Tensor:
-    """Packed bytes [..., N] -> [..., N, 2] bytes holding one 4-bit value each, low nibble first."""
-    data = tensor.view(torch.uint8)
-    return torch.stack((data & 0xF, data >> 4), dim=-1)
-
-
-def pack_pairs(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """[..., N, 2] bytes holding one 4-bit value each -> [..., N] of packed ``dtype``."""
-    data = values.view(torch.uint8)
-    return ((data[..., 0] & 0xF) | (data[..., 1] << 4)).view(dtype)

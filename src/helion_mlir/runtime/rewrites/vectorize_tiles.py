@@ -8,7 +8,7 @@ bundled MLIR. Every linalg op gets a plan by its iteration space:
 * a reduction over the innermost dimension: outer dimensions by 1, and a long reduction
   split (``tile_reduction_using_for``) into a loop accumulating
   :attr:`VectorShape.elements`-wide partial results and one final horizontal reduction
-  (:func:`reduce_across_lanes` makes it a tree of shuffles rather than a chain);
+  (:mod:`.reduce_across_lanes` makes it a tree of shuffles rather than a chain);
 * matmul / batch matmul: an ``MR x NR`` block of the result kept in registers while a loop
   over ``k`` adds one outer product per step (``vector.contract`` lowered to FMAs); the
   accumulator's load and store are hoisted out of that loop.
@@ -19,45 +19,33 @@ sizes, and the lanes of the last piece past the range are masked. Only elementwi
 and reductions of a single input are planned so: a masked product of two inputs becomes a
 masked ``vector.contract``, which the LLVM lowering refuses. Contractions need static shapes.
 
-Before that, ``acc + matmul(a, b, zeros)`` (``torch.matmul`` accumulated into a carried
-tile, as Helion kernels write it) becomes ``matmul(a, b, acc)``: no second pass over the
-tile and no zero fill per step. Other named linalg ops are generalized so that their plan
-comes from their indexing maps. An op the vectorizer refuses (a gather, a multi-result
+Named linalg ops other than contractions are generalized first, so that their plan comes
+from their indexing maps. An op the vectorizer refuses (a gather, a multi-result
 reduction) keeps its scalar loops; nothing fails because of it.
 
 Register shapes follow the host's vector width as torch reports it (AVX-512: 16 f32
 lanes, AVX2: 8, otherwise 4).
+
+Every step is an upstream transform op (tiling, reduction splitting, vectorization and
+the cleanup patterns); what is the package's own is the plan per op, which no upstream
+pass chooses.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch_mlir import ir
-from torch_mlir.dialects import vector
 from torch_mlir.dialects.transform import interpreter
 
-from ..mlir_types import LOW_PRECISION_FLOATS
-from .ir_walk import defining_op, ops_where
+from ...mlir_types import LOW_PRECISION_FLOATS
+from .ir_walk import indexing_maps, is_plain_contraction, iterator_types
 
-__all__ = [
-    "VectorShape",
-    "fold_add_into_matmul",
-    "host_vector_shape",
-    "recompute_cheap_elementwise",
-    "reduce_across_lanes",
-    "vectorize_tiles",
-]
+__all__ = ["VectorShape", "host_vector_shape", "vectorize_tiles"]
 
-_CONTRACTIONS = ("linalg.matmul", "linalg.batch_matmul")
-_STANDARD_MAPS = (
-    ["(d0, d1, d2) -> (d0, d2)", "(d0, d1, d2) -> (d2, d1)", "(d0, d1, d2) -> (d0, d1)"],
-    ["(d0, d1, d2, d3) -> (d0, d1, d3)", "(d0, d1, d2, d3) -> (d0, d3, d2)", "(d0, d1, d2, d3) -> (d0, d1, d2)"],
-)
 _GROUP = "helion_mlir.vector_group"
 _GENERALIZE = "helion_mlir.generalize"
 
@@ -82,121 +70,12 @@ def host_vector_shape() -> VectorShape:
     return VectorShape(lanes=4, elements=16, mr=4, nr=8)
 
 
-def _maps(op: ir.Operation) -> list[ir.AffineMap]:
-    return [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(op.attributes["indexing_maps"])]
-
-
-def _standard_contraction(op: ir.Operation) -> bool:
-    if op.name not in _CONTRACTIONS:
-        return False
-    if "indexing_maps" in op.attributes and [str(m) for m in _maps(op)] not in _STANDARD_MAPS:
-        return False  # transposed or broadcast operands
-    return all(isinstance(v.type, ir.RankedTensorType) for v in op.operands)
-
-
-def _is_zero_fill(value: ir.Value) -> bool:
-    fill = defining_op(value)
-    if fill is None or fill.name != "linalg.fill":
-        return False
-    constant = defining_op(fill.operands[0])
-    if constant is None or constant.name != "arith.constant":
-        return False
-    attr = constant.attributes["value"]
-    return isinstance(attr, ir.FloatAttr) and attr.value == 0.0 and not math.copysign(1.0, attr.value) < 0
-
-
-def _is_elementwise_add(op: ir.Operation) -> bool:
-    if op.name != "linalg.generic" or len(op.operands) != 3 or len(op.results) != 1:
-        return False
-    maps = _maps(op)
-    identity = ir.AffineMap.get_identity(maps[0].n_dims)
-    if any(m != identity for m in maps):
-        return False
-    block = op.regions[0].blocks[0]
-    body = [o.operation for o in block.operations]
-    if [o.name for o in body] != ["arith.addf", "linalg.yield"]:
-        return False
-    args = list(block.arguments)
-    return set(body[0].operands) == {args[0], args[1]} and body[1].operands[0] == body[0].result
-
-
-def fold_add_into_matmul(module: ir.Module) -> int:
-    """``add(y, matmul(a, b, zeros))`` -> ``matmul(a, b, y)``; returns how many were folded.
-
-    The products are then added to ``y`` one by one instead of being summed first, a
-    rounding difference of the kind ``torch.addmm`` makes as well.
-    """
-    adds = ops_where(module, _is_elementwise_add)
-    folded = 0
-    for add in adds:
-        for index in (0, 1):
-            matmul = defining_op(add.operands[index])
-            other = add.operands[1 - index]
-            if (
-                matmul is None
-                or not _standard_contraction(matmul)
-                or len(list(add.operands[index].uses)) != 1
-                or not _is_zero_fill(matmul.operands[2])
-                or other.type != matmul.results[0].type
-            ):
-                continue
-            matmul.move_before(add)
-            matmul.operands[2] = other
-            add.results[0].replace_all_uses_with(matmul.results[0])
-            add.erase()
-            folded += 1
-            break
-    return folded
-
-
-#: Payload ops cheap enough to compute again in every consumer rather than store.
-_CHEAP_PAYLOAD = ("arith.addf", "arith.subf", "arith.mulf", "arith.negf", "arith.maximumf", "arith.minimumf",
-                  "arith.extf", "arith.truncf", "linalg.yield")
-
-
-def _cheap_elementwise(op: ir.Operation) -> bool:
-    if op.name != "linalg.generic" or len(op.results) != 1 or len(op.regions[0].blocks) != 1:
-        return False
-    if any(iterator != "parallel" for iterator in _iterators(op)):
-        return False
-    payload = [o.operation.name for o in op.regions[0].blocks[0].operations]
-    return len(payload) <= 3 and all(name in _CHEAP_PAYLOAD for name in payload)
-
-
-def recompute_cheap_elementwise(module: ir.Module) -> int:
-    """Give every other consumer of a cheap elementwise ``linalg.generic`` (one or two
-    additions, subtractions, multiplications) a copy of its own; returns how many copies.
-
-    ``linalg-fuse-elementwise-ops`` fuses a producer into its consumer only when the
-    consumer is its only user. A layer norm's ``x - mean`` feeds both the variance and the
-    output: as one op it is written to a row-block buffer and read back twice; copied,
-    each consumer computes it from ``x`` in registers (one subtraction per element again,
-    against a store and two loads).
-    """
-    copies = 0
-    for op in ops_where(module, _cheap_elementwise):
-        consumers: list[ir.Operation] = []
-        for use in op.results[0].uses:
-            if use.owner.name != "linalg.generic" or use.owner.parent != op.parent:
-                break  # a copy inside a loop would be computed on every iteration
-            if use.owner not in consumers:
-                consumers.append(use.owner)
-        else:
-            for consumer in consumers[1:]:
-                copy = op.clone(ir.InsertionPoint(consumer))
-                for index, operand in enumerate(consumer.operands):
-                    if operand == op.results[0]:
-                        consumer.operands[index] = copy.results[0]
-                copies += 1
-    return copies
-
-
 def _loop_ranges(op: ir.Operation) -> list[int | None] | None:
     """Each loop's trip count, None where it is dynamic; None when a loop has no operand
     dimension to take it from."""
-    ranges: list[int | None] = [None] * _maps(op)[0].n_dims
+    ranges: list[int | None] = [None] * indexing_maps(op)[0].n_dims
     bound = [False] * len(ranges)
-    for value, map_ in zip(op.operands, _maps(op)):
+    for value, map_ in zip(op.operands, indexing_maps(op)):
         if not isinstance(value.type, ir.ShapedType):
             continue
         for position, expr in enumerate(map_.results):
@@ -206,10 +85,6 @@ def _loop_ranges(op: ir.Operation) -> list[int | None] | None:
                 if not value.type.is_dynamic_dim(position):
                     ranges[expr.position] = value.type.shape[position]
     return ranges if all(bound) else None
-
-
-def _iterators(op: ir.Operation) -> list[str]:
-    return [str(a).rsplit("<", 1)[-1].rstrip(">") for a in ir.ArrayAttr(op.attributes["iterator_types"])]
 
 
 def _simple_map(map_: ir.AffineMap) -> bool:
@@ -240,20 +115,20 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
     if any(_boolean(v.type) for v in [*op.operands, *op.results]):
         return None  # LLVM stores vectors of i1 as bits, memrefs of i1 hold one byte per element
     if _uses_low_precision_floats(op):
-        return None  # their conversions become calls of scalar helpers (low_precision.py)
-    if _standard_contraction(op):
+        return None  # their conversions become calls of scalar helpers (low_precision_floats.py)
+    if is_plain_contraction(op):
         lhs, rhs = op.operands[0].type, op.operands[1].type
         if not (lhs.has_static_shape and rhs.has_static_shape) or _half(op.results[0].type.element_type):
             return None
         m, n = lhs.shape[-2], rhs.shape[-1]
         batch = (1,) * (lhs.rank - 2)
         return ("tile", batch + (_divisor_at_most(m, shape.mr), _divisor_at_most(n, shape.nr), 1), (), ())
-    if op.name != "linalg.generic" or not all(_simple_map(m) for m in _maps(op)):
+    if op.name != "linalg.generic" or not all(_simple_map(m) for m in indexing_maps(op)):
         return None
     ranges = _loop_ranges(op)
     if not ranges:
         return None
-    iterators = _iterators(op)
+    iterators = iterator_types(op)
     ones = (1,) * (len(ranges) - 1)
     innermost = ranges[-1]
     dynamic = None in ranges
@@ -386,14 +261,17 @@ transform.apply_licm to %after : !transform.any_op
 """
 
 def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> int:
-    """Tile and vectorize the module's linalg ops (see the module docstring); returns how
-    many ops got a plan. Run :func:`fold_add_into_matmul` and ``linalg-fold-unit-extent-dims``
-    first (unit dimensions in the way hide contractions and reductions from the vectorizer).
-    Raises ``ValueError`` (the interpreter's) when a transform fails outright."""
+    """Tile the module's linalg ops to register-sized pieces and vectorize them.
+
+    Returns how many ops got a plan (see the module docstring). Run
+    :mod:`.fold_add_into_matmul` and ``linalg-fold-unit-extent-dims`` first (unit dimensions
+    in the way hide contractions and reductions from the vectorizer). Raises ``ValueError``
+    (the interpreter's) when a transform fails outright.
+    """
     shape = shape or host_vector_shape()
 
     def mark_named(op: ir.Operation) -> ir.WalkResult:
-        if op.name.startswith("linalg.") and len(op.regions) and op.name != "linalg.generic" and not _standard_contraction(op):
+        if op.name.startswith("linalg.") and len(op.regions) and op.name != "linalg.generic" and not is_plain_contraction(op):
             op.attributes[_GENERALIZE] = ir.UnitAttr.get()
         return ir.WalkResult.ADVANCE
 
@@ -415,40 +293,3 @@ def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> int:
     module.operation.walk(mark_planned)
     _run_transform(module, _tiling_script(list(plans)) + _CLEANUP)
     return planned
-
-
-def _reduces_to_one_row(op: ir.Operation) -> bool:
-    """A ``vector.multi_reduction`` whose kept dimensions all have size 1."""
-    source = ir.VectorType(op.operands[0].type)
-    reduced = set(ir.DenseI64ArrayAttr(op.attributes["reduction_dims"]))
-    return all(size == 1 for dim, size in enumerate(source.shape) if dim not in reduced)
-
-
-def reduce_across_lanes(module: ir.Module) -> int:
-    """``vector.multi_reduction`` to a single row -> ``vector.reduction``; returns how many.
-
-    ``lower-vector-multi-reduction`` (inner-parallel, right for reductions over outer
-    dimensions) makes the horizontal sum of a row's partial results a chain of one
-    dependent scalar op per lane (64 for an AVX-512 row reduction), while LLVM lowers
-    ``vector.reduction`` as a tree of shuffles when ``convert-vector-to-llvm`` may
-    reassociate. The order of the additions changes, as between any two reduction schedules.
-    """
-    rewritten = 0
-    for op in ops_where(module, lambda o: o.name == "vector.multi_reduction" and _reduces_to_one_row(o)):
-        source, acc = op.operands[0], op.operands[1]
-        source_type = ir.VectorType(source.type)
-        element = source_type.element_type
-        fastmath = op.attributes["fastmath"] if "fastmath" in op.attributes else None
-        with ir.InsertionPoint(op), op.location:
-            flat = vector.shape_cast(ir.VectorType.get([math.prod(source_type.shape)], element), source)
-            if isinstance(acc.type, ir.VectorType):
-                rank = ir.VectorType(acc.type).rank
-                start = vector.extract(acc, [], [0] * rank)
-                total = vector.reduction(element, op.attributes["kind"], flat, acc=start, fastmath=fastmath)
-                result = vector.broadcast(acc.type, total)
-            else:
-                result = vector.reduction(element, op.attributes["kind"], flat, acc=acc, fastmath=fastmath)
-        op.results[0].replace_all_uses_with(result)
-        op.erase()
-        rewritten += 1
-    return rewritten

@@ -14,6 +14,10 @@ Arguments below the underflow point give 0, above the overflow point ``+inf``, N
 NaN. Measured against float64: at most 2 ulp over the f32 range (see the tests).
 
 ``math.powf(2.0, x)`` is how torch-mlir lowers ``torch.exp2``; it is rewritten as ``exp2``.
+
+Upstream has the same kind of approximation (the math dialect's
+``populateMathPolynomialApproximationPatterns``), but the bundled MLIR exposes it through
+no pass and no transform op.
 """
 
 from __future__ import annotations

@@ -1,0 +1,252 @@
+"""The two CPU pipelines, from an emitted module to the LLVM dialect, as lists of steps.
+
+Both start alike (:data:`FIRST_STAGE`): functions that ``@func`` does not call are
+dropped, so a module holding many kernels costs only the one asked for; the module is
+brought to linalg-on-tensors from its output type (nothing for linalg-on-tensors;
+TOSA's conversions, then ``canonicalize`` to drop the dead ``tosa.const_shape`` operands
+they leave; for stablehlo the shape dialect's broadcast checks become asserts and index
+arithmetic, then ``stablehlo-legalize-to-linalg``; for raw, torch-mlir's backend-contract
+and linalg backend pipelines); source-dialect ops that survive that have no lowering in
+the bundled MLIR and are listed in an error; the signature is read and the function gets
+a C interface and read-only tensor arguments. Both end alike (:data:`LAST_STAGE`).
+
+*plain*: named linalg ops are generalized and elementwise chains fused, affine ops
+lowered (``affine.for``/``affine.if`` carrying tensors do not bufferize, their scf forms
+do), ``tm_tensor`` ops bufferized by torch-mlir's own pass, then one-shot bufferization
+across function boundaries with identity layouts, and the ownership-based deallocation
+pipeline; ``memref.copy`` becomes loops (the wheel ships no MLIR runtime library that
+would implement it), ``tm_tensor``, linalg and vector transfer ops become loops,
+``scf.forall`` becomes ``scf.parallel`` and then sequential loops, and every dialect is
+converted to LLVM. Sequential scalar loops: the reference the fast pipeline is tested
+against.
+
+*fast*: on tensors, top-level tile loops whose tiles write disjoint slices become
+``scf.forall``; f32 ``exp``/``exp2`` become polynomials; cheap elementwise ops with
+several consumers are copied into each; elementwise chains are fused;
+``acc + matmul(...)`` accumulates in place; unit dimensions are folded; linalg ops are
+tiled to register-sized pieces and vectorized, each row reduction ending in one vector
+reduction. Bufferization writes the destination arguments in place (``in_place``), keeps
+one buffer per loop-carried tensor, computes empty tensors in their destination, hoists
+allocations out of sequential loops and puts small fixed-size ones on the stack.
+``scf.forall`` becomes ``scf.parallel`` and then OpenMP (``threads`` workers taking tiles
+one at a time; with one thread the loops stay sequential), vector ops are lowered with
+the host's vector features, contractions as outer products (FMAs).
+
+To add a step, add one line where it belongs: ``*passes("func.func(my-pass)")`` for an
+upstream pass, ``rewrite(my_rewrite)`` for a function of the package that rewrites the
+module (a module of its own in :mod:`helion_mlir.runtime.rewrites`), each with
+``when=`` a :class:`~.steps.Condition` if it runs only under some options.
+"""
+
+from __future__ import annotations
+
+from ...output_type import TORCH_BACKEND_PIPELINE, OutputType
+from ..rewrites.alloca_scopes import inline_alloca_scopes
+from ..rewrites.bf16_memory_as_i16 import move_bf16_through_memory_as_i16
+from ..rewrites.bf16_truncation import define_bf16_truncation
+from ..rewrites.carried_buffers import store_yields_in_carried_buffers
+from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
+from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
+from ..rewrites.low_precision_floats import emulate_low_precision_floats
+from ..rewrites.polynomial_exp import expand_exponentials
+from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
+from ..rewrites.reduce_across_lanes import reduce_across_lanes
+from ..rewrites.restrict_fresh_buffers import mark_fresh_buffers_restrict
+from ..rewrites.single_element_stores import store_single_elements_in_place
+from ..rewrites.stack_buffers import promote_small_buffers_to_stack
+from ..rewrites.tile_parallel import parallelize_tile_loops
+from ..rewrites.vectorize_tiles import vectorize_tiles
+from .lowering import ModuleLowering
+from .options import Pipeline
+from .steps import IN_PLACE, PARALLEL, Step, boundary, check, input_is, passes, rewrite
+
+__all__ = ["FIRST_STAGE", "LAST_STAGE", "PIPELINES"]
+
+
+def _passes_of(pipeline: str | None) -> tuple[str, ...]:
+    """The top-level passes of a ``builtin.module(...)`` pipeline text, one per step."""
+    assert pipeline is not None and pipeline.startswith("builtin.module(") and pipeline.endswith(")")
+    found, depth, start = [], 0, 0
+    body = pipeline.removeprefix("builtin.module(")[:-1]
+    for index, char in enumerate(body):
+        depth += {"(": 1, "{": 1, ")": -1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            found.append(body[start:index])
+            start = index + 1
+    return (*found, body[start:])
+
+
+def _parallelize_tile_loops(lowering: ModuleLowering) -> None:
+    """Top-level tile loop nests whose tiles write disjoint slices become ``scf.forall``."""
+    parallelize_tile_loops(lowering.function())
+
+
+FIRST_STAGE: tuple[Step, ...] = (
+    boundary(ModuleLowering.keep_only_the_function),
+    *passes("symbol-dce"),
+    *passes(
+        "func.func(tosa-optional-decompositions)",
+        "func.func(tosa-to-linalg-named)",
+        "func.func(tosa-to-linalg)",
+        "func.func(tosa-to-arith)",
+        "func.func(tosa-to-tensor)",
+        "func.func(tosa-to-scf)",
+        "func.func(canonicalize)",
+        when=input_is(OutputType.TOSA),
+    ),
+    *passes(
+        "func.func(convert-shape-constraints)",
+        "convert-shape-to-std",
+        "func.func(canonicalize)",  # removes shape.assuming regions with a true witness
+        "func.func(stablehlo-legalize-to-linalg)",
+        "convert-shape-to-std",  # the legalization creates shape.shape_of for dynamic sizes
+        when=input_is(OutputType.STABLEHLO),
+    ),
+    *passes(
+        *_passes_of(TORCH_BACKEND_PIPELINE),
+        *_passes_of(OutputType.LINALG_ON_TENSORS.backend_pipeline),
+        when=input_is(OutputType.RAW),
+    ),
+    check(ModuleLowering.check_lowered_to_linalg),
+    check(ModuleLowering.read_signature),
+    boundary(ModuleLowering.prepare_boundary),
+)
+
+# One-shot bufferization across function boundaries, identity layouts there.
+# allow-return-allocs-from-loops: an scf.while whose condition forwards its tensor
+# carries a new buffer per iteration, which is refused without it.
+_ONE_SHOT_BUFFERIZE = (
+    "one-shot-bufferize{bufferize-function-boundaries allow-return-allocs-from-loops "
+    "function-boundary-type-conversion=identity-layout-map}"
+)
+
+# bf16 arithmetic (and half-precision math) runs in f32 and bf16 conversions become
+# integer ops, so the JIT never needs compiler-rt helpers such as __truncsfbf2 (absent
+# in-process).
+_BF16_IN_F32 = passes(
+    "func.func(math-extend-to-supported-types{target-type=f32})",
+    "func.func(arith-emulate-unsupported-floats{source-types=bf16 target-type=f32})",
+    "func.func(arith-expand{include-bf16=true})",
+)
+
+LAST_STAGE: tuple[Step, ...] = (
+    rewrite(move_bf16_through_memory_as_i16),
+    check(ModuleLowering.check_lowered_to_llvm),
+)
+
+PLAIN: tuple[Step, ...] = (
+    *FIRST_STAGE,
+    rewrite(store_single_elements_in_place),
+    *passes(
+        "func.func(linalg-generalize-named-ops)",
+        "func.func(linalg-fuse-elementwise-ops)",
+        "func.func(lower-affine)",
+        "func.func(tm-tensor-bufferize)",
+    ),
+    rewrite(mark_fresh_buffers_restrict),
+    *passes(_ONE_SHOT_BUFFERIZE, "buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
+    rewrite(define_bf16_truncation),
+    rewrite(emulate_low_precision_floats),
+    *passes(
+        "func.func(refback-munge-memref-copy)",
+        "func.func(tm-tensor-to-loops)",
+        "func.func(convert-linalg-to-loops)",
+        "func.func(convert-vector-to-scf)",
+        "scf-forall-to-parallel",
+        "func.func(lower-affine)",
+        "convert-scf-to-cf",
+        "expand-strided-metadata",
+        "lower-affine",
+        "convert-vector-to-llvm",
+        "finalize-memref-to-llvm",
+    ),
+    *_BF16_IN_F32,
+    *passes(
+        "func.func(convert-math-to-llvm)",
+        "convert-math-to-libm",
+        "convert-arith-to-llvm",
+        "convert-index-to-llvm",
+        "convert-func-to-llvm",
+        "convert-cf-to-llvm",
+        "convert-ub-to-llvm",
+        "reconcile-unrealized-casts",
+    ),
+    *LAST_STAGE,
+)
+
+FAST: tuple[Step, ...] = (
+    *FIRST_STAGE,
+    boundary(ModuleLowering.write_results_in_place, when=IN_PLACE),
+    *passes("func.func(canonicalize)", "func.func(cse)"),
+    boundary(_parallelize_tile_loops, when=PARALLEL),
+    # After the parallel loops, whose proof reads slice stores.
+    rewrite(store_single_elements_in_place),
+    rewrite(expand_exponentials),
+    rewrite(recompute_cheap_elementwise),
+    *passes("func.func(linalg-fuse-elementwise-ops)", "func.func(canonicalize)"),
+    rewrite(fold_add_into_matmul),
+    *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
+    rewrite(vectorize_tiles),
+    rewrite(reduce_across_lanes),
+    *passes(
+        "func.func(linalg-generalize-named-ops)",  # named ops left unvectorized (their bodies may be rewritten later)
+        "func.func(lower-affine)",
+        "func.func(tm-tensor-bufferize)",
+    ),
+    rewrite(mark_fresh_buffers_restrict),
+    rewrite(store_yields_in_carried_buffers),
+    boundary(ModuleLowering.store_results_in_destinations, when=IN_PLACE),
+    *passes(
+        "eliminate-empty-tensors",  # empty tensors inserted into a destination are computed in it
+        _ONE_SHOT_BUFFERIZE,
+        "func.func(canonicalize)",  # folds loop-carried buffers that are yielded unchanged
+    ),
+    boundary(ModuleLowering.drop_argument_results, when=IN_PLACE),
+    *passes("func.func(buffer-loop-hoisting)"),
+    rewrite(promote_small_buffers_to_stack),
+    *passes("buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
+    rewrite(define_bf16_truncation),
+    rewrite(emulate_low_precision_floats),
+    *passes(
+        "func.func(refback-munge-memref-copy)",
+        "func.func(tm-tensor-to-loops)",
+        "func.func(convert-linalg-to-loops)",
+        "scf-forall-to-parallel",
+    ),
+    *passes(
+        "convert-scf-to-openmp{num-threads=$threads}",
+        "func.func(canonicalize)",  # inlines the memref.alloca_scope of loop bodies that allocate nothing
+        when=PARALLEL,
+    ),
+    rewrite(schedule_tiles_dynamically, when=PARALLEL),
+    rewrite(inline_alloca_scopes, when=PARALLEL),
+    *passes(
+        "func.func(lower-vector-multi-reduction)",
+        "func.func(convert-vector-to-scf{full-unroll=true})",
+        "func.func(lower-affine)",
+        "convert-scf-to-cf",
+        "expand-strided-metadata",
+        "lower-affine",
+    ),
+    # Before the vector lowering: these passes and the libm conversion (which unrolls
+    # vector math calls) create vector ops.
+    *_BF16_IN_F32,
+    *passes(
+        "convert-math-to-funcs",  # integer powers as loops: llvm.powi would call compiler-rt
+        "func.func(convert-math-to-llvm)",
+        "convert-math-to-libm",
+        "convert-vector-to-llvm{enable-x86 vector-contract-lowering=outerproduct "
+        "vector-transpose-lowering=shuffle16x16 reassociate-fp-reductions}",
+        "finalize-memref-to-llvm",
+        "convert-arith-to-llvm",
+        "convert-index-to-llvm",
+        "convert-openmp-to-llvm",
+        "convert-func-to-llvm",
+        "convert-cf-to-llvm",
+        "convert-ub-to-llvm",
+        "reconcile-unrealized-casts",
+    ),
+    *LAST_STAGE,
+)
+
+PIPELINES: dict[Pipeline, tuple[Step, ...]] = {Pipeline.PLAIN: PLAIN, Pipeline.FAST: FAST}

@@ -1,0 +1,110 @@
+"""The steps a CPU pipeline is made of: upstream passes and the package's own rewrites.
+
+A pipeline is a tuple of :class:`Step`. A pass step is one upstream (MLIR or torch-mlir)
+pass in MLIR's textual pipeline form, anchored on the module: ``canonicalize`` on each
+function is ``func.func(canonicalize)``; a pass option taken from the pipeline's options
+is written ``$threads``. A rewrite step runs a Python function of the package
+(:mod:`helion_mlir.runtime.rewrites`) on the module, or, for the steps that read or change
+the function's boundary, on the :class:`~.lowering.ModuleLowering` itself. A step given a
+:class:`Condition` runs only when its options satisfy it.
+"""
+
+from __future__ import annotations
+
+import enum
+import string
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch_mlir import ir
+
+from ...output_type import OutputType
+from .lowering import ModuleLowering
+from .options import PipelineOptions
+
+__all__ = [
+    "IN_PLACE",
+    "PARALLEL",
+    "Condition",
+    "Step",
+    "StepKind",
+    "boundary",
+    "check",
+    "input_is",
+    "passes",
+    "rewrite",
+]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """When a step runs: a named property of the pipeline options."""
+
+    name: str
+    holds: Callable[[PipelineOptions], bool]
+
+
+PARALLEL = Condition("parallel", lambda options: options.parallel)
+IN_PLACE = Condition("in place", lambda options: options.in_place)
+
+
+def input_is(output_type: OutputType) -> Condition:
+    """The module is written in ``output_type``'s dialects."""
+    return Condition(f"from {output_type.value}", lambda options: options.output_type is output_type)
+
+
+class StepKind(str, enum.Enum):
+    PASS = "pass"  # an upstream pass, run through a pass manager
+    REWRITE = "rewrite"  # a rewrite of the package's own
+    CHECK = "check"  # reads the module and fails with a clear error; changes nothing
+
+
+@dataclass(frozen=True)
+class Step:
+    """One named step. ``name`` is the pass's textual form for a pass step, the rewrite's
+    name (its function's, with hyphens) otherwise; ``action`` runs a rewrite or a check."""
+
+    name: str
+    kind: StepKind
+    summary: str = ""
+    action: Callable[[ModuleLowering], object] | None = None
+    when: Condition | None = None
+
+    def runs_with(self, options: PipelineOptions) -> bool:
+        return self.when is None or self.when.holds(options)
+
+    def pass_text(self, options: PipelineOptions) -> str:
+        """A pass step's pipeline element with the options filled in."""
+        return string.Template(self.name).substitute(threads=options.threads)
+
+
+def passes(*texts: str, when: Condition | None = None) -> tuple[Step, ...]:
+    """One step per upstream pass, e.g. ``passes("func.func(canonicalize)", "convert-scf-to-cf")``."""
+    return tuple(Step(text, StepKind.PASS, when=when) for text in texts)
+
+
+def _summary(function: Callable[..., object]) -> str:
+    """The first line of the function's docstring, as plain text."""
+    first = (function.__doc__ or "").strip().split("\n", 1)[0]
+    return first.split("; returns", 1)[0].rstrip(".").replace("``", "") + "."
+
+
+def _name(function: Callable[..., object]) -> str:
+    return function.__name__.strip("_").replace("_", "-")
+
+
+def rewrite(function: Callable[[ir.Module], object], *, when: Condition | None = None) -> Step:
+    """A step that runs ``function(module)``, named after the function."""
+    return Step(_name(function), StepKind.REWRITE, _summary(function),
+                lambda lowering: function(lowering.module), when)
+
+
+def boundary(function: Callable[[ModuleLowering], object], *, when: Condition | None = None) -> Step:
+    """A step that runs ``function(lowering)``: it reads or changes the function's boundary
+    (its signature, which arguments hold which results), which the lowering records."""
+    return Step(_name(function), StepKind.REWRITE, _summary(function), function, when)
+
+
+def check(function: Callable[[ModuleLowering], object], *, when: Condition | None = None) -> Step:
+    """A step that runs ``function(lowering)`` to raise a clear error; it changes nothing."""
+    return Step(_name(function), StepKind.CHECK, _summary(function), function, when)
