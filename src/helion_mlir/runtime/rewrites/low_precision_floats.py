@@ -22,7 +22,9 @@ The functions reproduce torch's conversions bit for bit (measured over every cod
 - Sources other than f32 go through f32 first (f64 is rounded to f32, as torch does).
 
 This stands in for upstream's ``arith-expand`` conversions, which cover only f8E8M0FNU and
-f4E2M1FN and round those differently from torch.
+f4E2M1FN and differ from torch there (e8m0's 2^-127 flushed to 0 and rounding toward zero,
+an e2m1 ``truncf`` that does not round to nearest even), and for ``arith-to-apfloat``, which
+needs a runtime library the wheel does not ship.
 """
 
 from __future__ import annotations
