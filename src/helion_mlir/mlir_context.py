@@ -35,9 +35,10 @@ _CONTEXT: ir.Context | None = None
 # Diagnostics of the innermost open session; sessions nest (the lock is re-entrant).
 _COLLECTORS: list[list[str]] = []
 _PASS_MANAGERS: dict[str, passmanager.PassManager] = {}
-# Passes that keep state from one run to the next, so that a pass manager holding one must
-# not run twice: convert-math-to-funcs remembers the functions it generated in the last
-# module it ran on and calls them from the next one (a crash once that module is freed).
+# Passes whose instances carry state from one run into the next, so that a pass manager
+# holding one gets parsed afresh per run: convert-math-to-funcs remembers the functions it
+# generated (per op and type) and would call those of a module already freed (a crash, or
+# wrong code) when a second module needs the same one (a vector math.fpowi, as in tanh GELU).
 _KEEP_STATE_ACROSS_RUNS = ("convert-math-to-funcs",)
 
 

@@ -376,12 +376,14 @@ def compile_module(
 
     ``output_type`` says which dialects the module is written in, and so which
     conversions run first (see :mod:`.pipelines`). ``pipeline`` is a :class:`Pipeline`
-    (``"fast"`` or ``"plain"``); the fast one runs parallel tile loops on ``threads`` OpenMP workers
-    (default ``torch.get_num_threads()``) and, with ``in_place``, writes the destination
-    arguments instead of returning copies (see :class:`CompiledFunction`). Compiled
-    functions are cached on the module text, function name and those options (the most
-    recently used :data:`COMPILED_FUNCTION_CACHE_CAPACITY`), so a kernel that is checked
-    many times is compiled once.
+    (or its name, ``"fast"`` or ``"plain"``); the fast one runs parallel tile loops on
+    ``threads`` OpenMP workers (default ``torch.get_num_threads()``) and, with
+    ``in_place``, writes the destination arguments instead of returning copies (see
+    :class:`CompiledFunction`). Compiled functions are cached on the module text, function
+    name and those options (the most recently used
+    :data:`COMPILED_FUNCTION_CACHE_CAPACITY`), so a kernel that is checked many times is
+    compiled once. With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
+    every step of a lowering is written under ``DIR`` (:mod:`.pipelines.runner`).
 
     Raises :class:`~helion_mlir.errors.MLIRVerificationError` when the text does not
     parse, and :class:`~helion_mlir.errors.ExecutionError` when a pass fails (naming the

@@ -123,12 +123,14 @@ def _run_action(lowering: ModuleLowering, step: Step) -> None:
     assert step.action is not None
     already_reported = len(lowering.diagnostics)
     try:
-        step.action(lowering)
+        result = step.action(lowering)
     except HelionMLIRError:
         raise
     except Exception as err:  # a rewrite's failure is the step's, not a crash of the caller
         found = lowering.diagnostics[already_reported:]
         raise lowering.error(f"the rewrite failed: {type(err).__name__}: {err}", found, pass_name=step.name) from err
+    if result is not None:  # what a rewrite counted: loops made parallel, ops vectorized, ...
+        log.debug("@%s: %s -> %s", lowering.func_name, step.name, result)
 
 
 def _shown(step: Step, options: PipelineOptions) -> str:
@@ -153,7 +155,7 @@ def describe_steps(pipeline: Pipeline, steps: Sequence[Step], options: PipelineO
 def _dump_folder(root: Path, func_name: str, pipeline: Pipeline) -> Path:
     """A new folder for one lowering's dumps: ``<root>/<function>.<pipeline>[.N]``."""
     root.mkdir(parents=True, exist_ok=True)
-    base = f"{func_name}.{pipeline.value}"
+    base = f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', func_name)}.{pipeline.value}"
     folder, count = root / base, 1
     while folder.exists():
         count += 1
