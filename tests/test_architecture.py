@@ -1,4 +1,6 @@
-"""The package's layout: subpackages by pipeline stage, imports that point only downward.
+"""The package's layout: subpackages by pipeline stage, imports that point only downward;
+inside the lowering, rules that reach the walk only through their context, targets and
+kinds matched as objects, and one definition of each shared helper and table.
 
 Read from the source with ``ast`` (nothing is imported), so a violation names the file
 and line that introduced it.
@@ -7,6 +9,7 @@ and line that introduced it.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,3 +195,146 @@ def test_every_rule_module_is_loaded_by_the_rules_package() -> None:
                 for alias in node.names}
     modules = {p.stem for p in rules.glob("*.py") if p.stem != "__init__"}
     assert modules == imported, f"not imported: {sorted(modules - imported)}"
+
+
+# ------------------------------------------------------------------ inside lowering/
+RULES = PACKAGE / "lowering" / "rules"
+# The walker and the kernel state it shares with rules through their context.
+WALKER_MODULES = {"helion_mlir.lowering.visitor", "helion_mlir.lowering.kernel_state"}
+
+
+def _every_import(module: str, path: Path) -> Iterator[tuple[int, str]]:
+    """Every package module an import anywhere in the file reaches (TYPE_CHECKING blocks too)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            for target in _resolve(module, path, node):
+                known = _known(target)
+                if known is not None:
+                    yield node.lineno, known
+
+
+def _rule_modules() -> list[tuple[str, Path]]:
+    return [(m, p) for m, p in ALL_MODULES.items() if m.startswith("helion_mlir.lowering.rules.")]
+
+
+def test_no_rule_module_imports_the_walker_or_the_kernel_state() -> None:
+    """A rule works through its RuleContext; it cannot reach the walker's or the state's internals."""
+    wrong = [f"{path.relative_to(PACKAGE)}:{line} imports {target}"
+             for module, path in _rule_modules() for line, target in _every_import(module, path)
+             if target in WALKER_MODULES]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_rules_use_only_the_public_side_of_their_context() -> None:
+    wrong = []
+    for _module, path in _rule_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and isinstance(node.value, ast.Name) and node.value.id == "ctx":
+                wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno} reads ctx.{node.attr}")
+    assert not wrong, "\n".join(wrong)
+
+
+def _name_comparisons(path: Path) -> Iterator[int]:
+    """Lines that compare a class or function name (``type(x).__name__ == "..."``): a target or
+    a kind matched by its name rather than as the object it is."""
+    tree = ast.parse(path.read_text())
+    named = set()  # variables assigned a ``__name__``
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr == "__name__":
+            named.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Attribute) and o.attr == "__name__" for o in operands) or \
+                    any(isinstance(o, ast.Name) and o.id in named for o in operands):
+                yield node.lineno
+
+
+def test_targets_and_kinds_are_matched_as_objects_not_by_name() -> None:
+    checked = [p for m, p in ALL_MODULES.items() if _part(m) == "lowering"]
+    checked += [PACKAGE / "runtime" / "argument_checks.py", PACKAGE / "errors.py"]
+    wrong = [f"{path.relative_to(PACKAGE)}:{line}" for path in checked for line in _name_comparisons(path)]
+    assert not wrong, "names compared as strings: " + ", ".join(wrong)
+
+
+def test_kinds_are_enums_not_strings() -> None:
+    """No ``x.kind == "..."``: a kind is an enum member (ArgKind, AccessKind, Atomic...)."""
+    wrong = []
+    for module, path in ALL_MODULES.items():
+        if _part(module) != "lowering":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "kind" \
+                    and any(isinstance(c, ast.Constant) and isinstance(c.value, str) for c in node.comparators):
+                wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not wrong, "kinds compared with strings: " + ", ".join(wrong)
+
+
+def _definitions(name: str) -> list[str]:
+    return [str(path.relative_to(PACKAGE)) for path in ALL_MODULES.values()
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name]
+
+
+@pytest.mark.parametrize("name", ["is_helion_target", "graph_outputs", "format_diagnostic", "file_location"])
+def test_one_definition_of_each_shared_helper(name: str) -> None:
+    assert len(_definitions(name)) == 1, _definitions(name)
+
+
+def _dict_displays(path: Path) -> Iterator[ast.Dict]:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Dict) and len(node.keys) >= 3:
+            yield node
+
+
+def _is_dtype(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
+        and node.attr.startswith(("float", "bfloat", "int", "uint", "bool"))
+
+
+def _is_mlir_type_name(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) \
+        and bool(re.fullmatch(r"(s|u)?i(1|8|16|32|64)|b?f(16|32|64)|f8E\w+|f4E\w+", node.value))
+
+
+def test_dtype_and_width_tables_live_in_mlir_types() -> None:
+    """One table spells torch dtypes as MLIR types, one gives MLIR types' widths: mlir_types.py's."""
+    wrong = []
+    for path in ALL_MODULES.values():
+        if path.name == "mlir_types.py":
+            continue
+        for table in _dict_displays(path):
+            dtype_to_type = all(map(_is_dtype, table.keys)) and all(map(_is_mlir_type_name, table.values))
+            type_to_width = all(map(_is_mlir_type_name, table.keys)) and all(
+                isinstance(v, ast.Constant) and type(v.value) is int for v in table.values)
+            if dtype_to_type or type_to_width:
+                wrong.append(f"{path.relative_to(PACKAGE)}:{table.lineno}")
+    assert not wrong, "tables of MLIR types outside mlir_types.py: " + ", ".join(wrong)
+
+
+def test_one_static_fake_tensor_mode() -> None:
+    module_level = [f"{path.relative_to(PACKAGE)}:{stmt.lineno}" for path in ALL_MODULES.values()
+                    for stmt in ast.parse(path.read_text()).body
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
+                    and getattr(stmt.value.func, "id", None) == "FakeTensorMode"]
+    assert len(module_level) == 1, module_level
+
+
+def test_the_source_checks_find_what_they_look_for(tmp_path: Path) -> None:
+    """The checks above would pass vacuously if their detectors found nothing."""
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "def f(x):\n"
+        "    kind = type(x).__name__\n"
+        "    if kind == 'LocalSource':\n"
+        "        return 1\n"
+        "    return type(x).__name__ in {'A', 'B'}\n"
+        "WIDTHS = {'f16': 16, 'f32': 32, 'i64': 64}\n"
+        "import torch\n"
+        "TYPES = {torch.float32: 'f32', torch.int64: 'si64', torch.bool: 'i1'}\n"
+    )
+    assert list(_name_comparisons(sample)) == [3, 5]
+    tables = list(_dict_displays(sample))
+    assert all(map(_is_mlir_type_name, tables[0].keys)) and all(map(_is_dtype, tables[1].keys))
+    assert all(map(_is_mlir_type_name, tables[1].values))

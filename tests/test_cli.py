@@ -16,7 +16,7 @@ from helion_mlir import OutputType, batch, verify_module_text
 from helion_mlir.cli import main
 from helion_mlir.cli import ops as cli_ops
 from helion_mlir.cli import run as cli_run
-from helion_mlir.cli.kernel_loading import TensorSpec, load_module, make_args, parse_args_spec
+from helion_mlir.cli.kernel_loading import TensorArgSpec, load_module, make_args, parse_args_spec
 from helion_mlir.importer.op_catalog import CATALOG
 from helion_mlir.importer.op_support import OpSupport
 from helion_mlir.runtime.iree_engine import iree_available
@@ -279,8 +279,8 @@ def test_every_help_shows_an_example(command: str, capsys) -> None:
 
 def test_args_spec_parses_tensors_and_numbers_and_makes_seeded_args() -> None:
     specs = parse_args_spec(" bf16[2, 3],i64[4], bool[], 1e-5, -2, TRUE ")
-    assert specs == [TensorSpec(torch.bfloat16, (2, 3)), TensorSpec(torch.int64, (4,)),
-                     TensorSpec(torch.bool, ()), 1e-5, -2, True]
+    assert specs == [TensorArgSpec(torch.bfloat16, (2, 3)), TensorArgSpec(torch.int64, (4,)),
+                     TensorArgSpec(torch.bool, ()), 1e-5, -2, True]
     first, again = make_args(specs, seed=3), make_args(specs, seed=3)
     assert [a.dtype for a in first[:3]] == [torch.bfloat16, torch.int64, torch.bool]
     assert [tuple(a.shape) for a in first[:3]] == [(2, 3), (4,), ()]

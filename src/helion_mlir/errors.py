@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 __all__ = [
     "HelionMLIRError",
     "NodeNormalizationError",
@@ -30,7 +32,7 @@ def describe_target(target: Any) -> str:
     name = getattr(target, "__name__", None)
     module = getattr(target, "__module__", None) or ""
     # OpOverloads print as aten.add.Tensor; keep that form.
-    if type(target).__name__ in {"OpOverload", "OpOverloadPacket", "HigherOrderOperator"}:
+    if type(target) in (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator):
         return str(target)
     if name is None:
         return repr(target)

@@ -11,25 +11,20 @@ node is lowered by its registered rule.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import inspect
 import logging
 import textwrap
 import time
 from typing import Any
 
-import sympy
-import torch
-
 from .errors import HelionMLIRError
 from .importer.node_importer import TorchMLIRNodeImporter
 from .inliner.builder import MLIRBuilder
 from .inliner.lexer import strip_locations
-from .lowering import rules  # noqa: F401  (registers every lowering rule, once)
-from .lowering.kernel_model import KernelModel
-from .lowering.loops import emit_tile_loops
-from .lowering.values import Scalar, Tensor, Tile
-from .lowering.visitor import IRVisitor, source_location_body
+from .lowering.kernel_model import ArgKind, KernelModel, RootLoop
+from .lowering.values import Scalar, Tensor, Value
+from .lowering.visitor import IRVisitor
+from .mlir_context import file_location, source_location_body
 from .output_type import OutputType
 from .verify import verify_module_text
 
@@ -102,88 +97,51 @@ def emit_unverified(
     return model, builder.render()
 
 
-def _emit_function(v: IRVisitor) -> None:
-    model, ops = v.model, v.ops
+def _emit_function(visitor: IRVisitor) -> None:
+    """The kernel's ``func.func``: arguments bound at entry, then each root loop nest in
+    order, then the final values of the written tensors returned."""
+    model, emit, state = visitor.model, visitor.emit, visitor.state
     arg_decls = []
-    v.function_arg_values = {}
+    arguments: dict[str, Value] = {}
     for arg in model.args:
-        ssa = arg.ssa
-        v.builder.reserve(ssa)
-        arg_decls.append(f"{ssa}: {arg.mlir_type}")
-        if arg.kind == "tensor":
-            value = Tensor(ssa, arg.shape, arg.dtype)
-            v.state[arg.name] = value
-            v.function_arg_values[arg.name] = value
-            ops.arguments.add(ssa)
+        visitor.builder.reserve(arg.ssa)
+        arg_decls.append(f"{arg.ssa}: {arg.mlir_type}")
+        if arg.kind is ArgKind.TENSOR:
+            arguments[arg.name] = Tensor(arg.ssa, arg.shape, arg.dtype)
+            emit.arguments.add(arg.ssa)
         else:
-            v.function_arg_values[arg.name] = Scalar(ssa, arg.mlir_type)
+            arguments[arg.name] = Scalar(arg.ssa, arg.mlir_type)
     result_types = [model.arg(name).mlir_type for name in model.results]
-    ops.location = _kernel_location(model)
+    emit.location = _kernel_location(model)
     signature = f"func.func @{model.name}({', '.join(arg_decls)}) -> ({', '.join(result_types)})"
-    with ops.region(signature + " {"):
-        _bind_function_symbols(v)
-        v.bind_runtime_block_sizes()
-        for block_id, numel in model.persistent_reductions.items():
-            extent = v.eval_symbolic(numel)
-            extent = extent if isinstance(extent, int) else v.ops.index(extent)
-            v.tiles[block_id] = Tile(block_id, 0, extent if isinstance(extent, int) else None, extent, 0, extent)
+    with emit.region(signature + " {"):
+        state.bind_arguments(arguments)
         for root in model.root_loops:
-            _emit_root(v, root)
-        results = [v.state[name] for name in model.results]
-        ops.op(f"return {', '.join(r.ssa for r in results)} : {', '.join(result_types)}" if results else "return")
+            _emit_root_loops(visitor, root)
+        results = [state.host_tensor(name) for name in model.results]
+        emit.op(f"return {', '.join(r.ssa for r in results)} : {', '.join(result_types)}" if results else "return")
 
 
-def _bind_function_symbols(v: IRVisitor) -> None:
-    """Give every size and scalar symbol of the signature its value at function entry, so
-    that uses inside loops refer to values that dominate them.
-
-    Every dynamic size of a tensor argument is read here, once: later versions of the
-    tensor (loop-carried, stored into) carry these sizes, and nothing reads the size of a
-    loop-carried value (which compilers such as IREE cannot resolve)."""
-    for arg in v.model.args:
-        if arg.kind == "tensor":
-            value = v.function_arg_values[arg.name]
-            sizes = tuple(s if s is not None else v.ops.dim(value, axis) for axis, s in enumerate(value.shape))
-            value = dataclasses.replace(value, sizes=sizes)
-            v.function_arg_values[arg.name] = v.state[arg.name] = value
-    for arg in v.model.args:
-        value = v.function_arg_values[arg.name]
-        if arg.kind == "scalar":
-            if isinstance(arg.fake, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-                v.symbols.setdefault(arg.fake.node.expr, value)  # also ``Eq(u0, 1)`` of a bool
-            elif isinstance(arg.fake, sympy.Basic):  # a per-call host value (its symbol or bool expression)
-                v.symbols.setdefault(arg.fake, value)
-            continue
-        for axis, size in enumerate(arg.fake.shape):
-            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
-                if size.node.expr not in v.symbols:
-                    v.symbols[size.node.expr] = v.ops.dim(value, axis)
-
-
-def _emit_root(v: IRVisitor, root: Any) -> None:
-    function_location = v.ops.location
-    v.ops.location = source_location_body(root.location) or function_location
+def _emit_root_loops(visitor: IRVisitor, root: RootLoop) -> None:
+    """One top-level tile loop nest, carrying the host tensors its graph writes, at the
+    location of its ``for`` statement."""
+    state, emit = visitor.state, visitor.emit
+    function_location = emit.location
+    emit.location = source_location_body(root.location) or function_location
     try:
-        _emit_root_loops(v, root)
+        written = state.carried(root.graph_id)
+        begins = [state.eval_symbolic(d.begin) for d in root.dims]
+        ends = [state.eval_symbolic(d.end) for d in root.dims]
+
+        def body(current: list[Value]) -> list[Value]:
+            written.bind(current)
+            visitor.run_graph(root.graph_id)
+            return written.current()
+
+        written.bind(state.tile_loops([d.block_id for d in root.dims], begins, ends, [None] * len(root.dims),
+                                      written.current(), body))
     finally:
-        v.ops.location = function_location
-
-
-def _emit_root_loops(v: IRVisitor, root: Any) -> None:
-    written = v.model.writes.get(root.graph_id, [])
-    begins = [v.eval_symbolic(d.begin) for d in root.dims]
-    ends = [v.eval_symbolic(d.end) for d in root.dims]
-
-    def body(current: list[Any]) -> list[Any]:
-        for name, value in zip(written, current):
-            v.state[name] = value
-        v.run_graph(root.graph_id)
-        return [v.state[name] for name in written]
-
-    finals = emit_tile_loops(v, [d.block_id for d in root.dims], begins, ends, [None] * len(root.dims),
-                             [v.state[name] for name in written], body)
-    for name, value in zip(written, finals):
-        v.state[name] = value
+        emit.location = function_location
 
 
 def _kernel_location(model: KernelModel) -> str | None:
@@ -198,5 +156,4 @@ def _kernel_location(model: KernelModel) -> str | None:
         line += tree.body[0].lineno - 1
     except (OSError, SyntaxError, IndexError):
         pass
-    filename = code.co_filename.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{filename}":{line}:1'
+    return file_location(code.co_filename, line, 1)

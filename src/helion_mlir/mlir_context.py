@@ -7,7 +7,8 @@ goes through :func:`mlir_session`, which holds a process-wide re-entrant lock.
 
 MLIR reports problems as diagnostics on the C++ side (they would otherwise go to the
 process's stderr and be lost to the caller); a session collects them so that errors
-raised by the package can quote them.
+raised by the package can quote them. Locations are written here too: the
+``loc("file.py":line:col)`` every emitted op carries, and the one a diagnostic shows.
 
 Parsing a textual pass pipeline and initializing its passes (their pattern sets) costs
 time, and a pass manager can run again on the next module, so :func:`pass_manager` keeps
@@ -26,7 +27,9 @@ import torch_mlir.dialects.torch as torch_dialect  # registers torch-mlir's pass
 from torch_mlir import ir, passmanager
 from torch_mlir._mlir_libs import _stablehlo
 
-__all__ = ["shared_context", "mlir_session", "format_diagnostic", "pass_manager"]
+__all__ = [
+    "shared_context", "mlir_session", "format_diagnostic", "file_location", "source_location_body", "pass_manager",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +45,33 @@ _PASS_MANAGERS: dict[str, passmanager.PassManager] = {}
 _KEEP_STATE_ACROSS_RUNS = ("convert-math-to-funcs",)
 
 
-def format_diagnostic(diag: Any) -> str:
-    """Render an MLIR diagnostic (or DiagnosticInfo) with its location and notes."""
+def format_diagnostic(diag: Any, *, with_locations: bool = True) -> str:
+    """Render an MLIR diagnostic (or DiagnosticInfo) with its notes, and their locations
+    unless ``with_locations`` is false."""
     severity = str(getattr(diag, "severity", "error")).rsplit(".", 1)[-1].lower()
-    text = f"{severity}: {diag.location}: {diag.message}"
+
+    def line(item: Any) -> str:
+        return f"{item.location}: {item.message}" if with_locations else str(item.message)
+
+    text = f"{severity}: {line(diag)}"
     for note in getattr(diag, "notes", ()) or ():
-        text += f"\n  note: {note.location}: {note.message}"
+        text += f"\n  note: {line(note)}"
     return text
+
+
+def file_location(filename: str, line: int, column: int) -> str:
+    """The body of an MLIR file location, ``"file.py":line:column`` (the name escaped)."""
+    escaped = str(filename).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}":{int(line)}:{int(column)}'
+
+
+def source_location_body(loc: Any) -> str | None:
+    """The file location of a Helion SourceLocation (None when it has none); columns count from 1."""
+    filename = getattr(loc, "filename", None)
+    lineno = getattr(loc, "lineno", None)
+    if not filename or not lineno:
+        return None
+    return file_location(filename, lineno, (getattr(loc, "colno", None) or 0) + 1)
 
 
 def _collect(diag: Any) -> bool:

@@ -1,4 +1,5 @@
-"""Spelling torch dtypes and shapes as MLIR types, and numbers as MLIR literals.
+"""Spelling torch dtypes and shapes as MLIR types, and numbers as MLIR literals; what
+each MLIR scalar type is (its width, float or integer).
 
 :func:`literal` is the one place the package prints a number into IR. MLIR's float
 literal needs a ``.`` in its mantissa (``1.0e-06``, not Python's ``1e-06``), and MLIR reads
@@ -20,14 +21,15 @@ from .errors import HelionMLIRError
 
 __all__ = [
     "element_type",
+    "torch_element_type",
     "tensor_type",
     "storage_shape",
     "DTYPES_OF_ELEMENT_TYPES",
     "LOW_PRECISION_FLOATS",
     "PACKED_PAIR_DTYPES",
-    "is_float",
-    "is_bool",
-    "is_signed_int",
+    "bit_width",
+    "is_float_type",
+    "is_int_type",
     "scalar_type_of_python",
     "literal",
 ]
@@ -76,6 +78,41 @@ def element_type(dtype: torch.dtype) -> str:
         raise HelionMLIRError(f"dtype {dtype} has no MLIR element type in helion_mlir") from None
 
 
+def torch_element_type(dtype: torch.dtype) -> str:
+    """The element type of the torch dialect's ``!torch.vtensor`` for a dtype: integers are
+    signed (``si64``) or unsigned (``ui8``) there, ``i1`` and floats as in :func:`element_type`."""
+    name = element_type(dtype)
+    if dtype == torch.uint8:
+        return "u" + name
+    if dtype.is_floating_point or dtype == torch.bool:
+        return name
+    return "s" + name
+
+
+#: Bit width of each MLIR integer and float type the package uses (``index`` aside).
+_INT_WIDTHS: dict[str, int] = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
+_FLOAT_WIDTHS: dict[str, int] = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64} | {
+    t: 4 if t.startswith("f4") else 8 for t in LOW_PRECISION_FLOATS
+}
+
+
+def bit_width(mlir_type: str) -> int:
+    """The width in bits of an MLIR integer or float type."""
+    width = _INT_WIDTHS.get(mlir_type) or _FLOAT_WIDTHS.get(mlir_type)
+    if width is None:
+        raise HelionMLIRError(f"{mlir_type} is not an integer or float type helion_mlir knows")
+    return width
+
+
+def is_float_type(mlir_type: str) -> bool:
+    return mlir_type in _FLOAT_WIDTHS
+
+
+def is_int_type(mlir_type: str) -> bool:
+    """A signless integer type (``i1`` ... ``i64``; ``index`` is not one)."""
+    return mlir_type in _INT_WIDTHS
+
+
 def storage_shape(shape: Sequence[int | None], dtype: torch.dtype) -> tuple[int | None, ...]:
     """The MLIR shape of a torch tensor: its own, plus the pair dimension of a packed dtype."""
     return tuple(shape) + ((2,) if dtype in PACKED_PAIR_DTYPES else ())
@@ -85,18 +122,6 @@ def tensor_type(shape: Sequence[int | None], dtype: torch.dtype) -> str:
     """``tensor<4x?xf32>``; ``None`` marks a dynamic dimension."""
     dims = "".join(f"{'?' if d is None else int(d)}x" for d in shape)
     return f"tensor<{dims}{element_type(dtype)}>"
-
-
-def is_float(dtype: torch.dtype) -> bool:
-    return dtype.is_floating_point
-
-
-def is_bool(dtype: torch.dtype) -> bool:
-    return dtype == torch.bool
-
-
-def is_signed_int(dtype: torch.dtype) -> bool:
-    return not dtype.is_floating_point and dtype not in (torch.bool, torch.uint8)
 
 
 def scalar_type_of_python(value: object) -> str:
@@ -114,7 +139,6 @@ def scalar_type_of_python(value: object) -> str:
 # (exponent bits, stored mantissa bits) of the float types.
 _FLOAT_FORMATS: dict[str, tuple[int, int]] = {"f64": (11, 52), "f32": (8, 23), "f16": (5, 10), "bf16": (8, 7)}
 _SAME_WIDTH_INT = {"f64": torch.int64, "f32": torch.int32, "f16": torch.int16, "bf16": torch.int16}
-_INT_WIDTHS: dict[str, int] = {"i64": 64, "i32": 32, "i16": 16, "i8": 8}
 _MAX_DIGITS = 17  # enough for any double
 
 
@@ -134,8 +158,8 @@ def literal(value: float | int | bool, mlir_type: str) -> str:
         return _low_precision_literal(value, mlir_type)
     if mlir_type == "index":
         return _int_literal(value, -(2**63), 2**63 - 1, mlir_type)
-    if mlir_type in _INT_WIDTHS:
-        width = _INT_WIDTHS[mlir_type]
+    if is_int_type(mlir_type):
+        width = bit_width(mlir_type)
         return _int_literal(value, -(2 ** (width - 1)), 2**width - 1, mlir_type)
     raise HelionMLIRError(f"helion_mlir has no literal of type {mlir_type}")
 

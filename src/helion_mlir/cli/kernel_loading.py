@@ -21,13 +21,14 @@ import helion
 import torch
 
 from ..errors import HelionMLIRError
+from ..mlir_types import element_type
 
 __all__ = [
     "ArgSpecError",
     "DTYPES",
     "INT_RANGE",
     "KernelFileError",
-    "TensorSpec",
+    "TensorArgSpec",
     "describe_args",
     "find_kernels",
     "load_module",
@@ -45,16 +46,12 @@ class ArgSpecError(HelionMLIRError):
     """An argument spec such as ``'f32[128,256], 1e-5'`` that cannot be parsed."""
 
 
-# Spellings accepted in argument specs; the order is the one error messages list.
+# Spellings accepted in argument specs (MLIR's element types, and ``bool``); the order is
+# the one error messages list.
 DTYPES: dict[str, torch.dtype] = {
-    "f32": torch.float32,
-    "f64": torch.float64,
-    "bf16": torch.bfloat16,
-    "f16": torch.float16,
-    "i32": torch.int32,
-    "i64": torch.int64,
-    "i8": torch.int8,
-    "bool": torch.bool,
+    ("bool" if dtype == torch.bool else element_type(dtype)): dtype
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64,
+                  torch.int8, torch.bool)
 }
 _DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
@@ -64,7 +61,9 @@ INT_RANGE = (0, 16)
 
 
 @dataclasses.dataclass(frozen=True)
-class TensorSpec:
+class TensorArgSpec:
+    """A tensor in an argument spec (``f32[128,256]``): random values of that dtype and shape."""
+
     dtype: torch.dtype
     shape: tuple[int, ...]
 
@@ -77,7 +76,7 @@ def _describe_tensor(dtype: torch.dtype, shape: tuple[int, ...]) -> str:
     return f"{name}[{','.join(map(str, shape))}]"
 
 
-ArgSpec = Union[TensorSpec, bool, int, float]
+ArgSpec = Union[TensorArgSpec, bool, int, float]
 
 _LOADED: dict[Path, ModuleType] = {}
 
@@ -184,7 +183,7 @@ def _split_top_level(text: str) -> list[str]:
     return items
 
 
-def _tensor_spec(dtype_name: str, dims: str, item: str) -> TensorSpec:
+def _tensor_spec(dtype_name: str, dims: str, item: str) -> TensorArgSpec:
     dtype = DTYPES.get(dtype_name.lower())
     if dtype is None:
         raise ArgSpecError(f"unknown dtype '{dtype_name}' in {item!r}; choose one of {', '.join(DTYPES)}")
@@ -193,7 +192,7 @@ def _tensor_spec(dtype_name: str, dims: str, item: str) -> TensorSpec:
         if not re.fullmatch(r"\d+", dim):
             raise ArgSpecError(f"size '{dim}' in {item!r} is not a non-negative integer")
         shape.append(int(dim))
-    return TensorSpec(dtype, tuple(shape))
+    return TensorArgSpec(dtype, tuple(shape))
 
 
 def _scalar_spec(item: str) -> bool | int | float:
@@ -214,7 +213,7 @@ def make_args(specs: list[ArgSpec], seed: int = 0) -> tuple[Any, ...]:
     gen = torch.Generator().manual_seed(seed)
     args: list[Any] = []
     for spec in specs:
-        if not isinstance(spec, TensorSpec):
+        if not isinstance(spec, TensorArgSpec):
             args.append(spec)
         elif spec.dtype.is_floating_point:
             draw_dtype = torch.float64 if spec.dtype == torch.float64 else torch.float32

@@ -18,7 +18,7 @@ from ..output_type import OutputType
 from .normalize import (
     node_inputs,
 )
-from .values import SYMBOLIC_SCALARS, InputValue, TensorSpec
+from .input_values import SYMBOLIC_SCALARS, InputValue, TensorSpec
 
 # --------------------------------------------------------------------------------------
 # Cache and statistics

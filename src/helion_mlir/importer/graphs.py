@@ -21,6 +21,7 @@ from torch_mlir import ir
 from ..errors import NodeNormalizationError, describe_target
 from .cache import Failure, Results, ResultSpec
 from .normalize import (
+    STATIC_FAKE_MODE,
     node_inputs,
     normalize_helion_node,
     synthesize_tensor_meta,
@@ -32,8 +33,7 @@ from .rewrites import (
     scalar_tensor_dtype,
     torch_mlir_has_op,
 )
-from .values import (
-    STATIC_FAKE_MODE,
+from .input_values import (
     SYMBOLIC_SCALARS,
     InputValue,
     evaluating,
@@ -227,7 +227,7 @@ def result_specs(graph: fx.Graph) -> Results:
             return None
         return ResultSpec(tuple(d if isinstance(d, int) else None for d in value.shape), value.dtype)
 
-    returned = next(n for n in reversed(graph.nodes) if n.op == "output").args[0]
+    returned = graph.output_node().args[0]
     if isinstance(returned, (tuple, list)):
         return tuple(spec(n.meta.get("val")) for n in returned)
     return spec(returned.meta.get("val"))

@@ -47,7 +47,7 @@ from torch_mlir import ir
 from ..errors import NodeNormalizationError, UnsupportedNodeError
 from ..mlir_context import mlir_session
 from ..output_type import OutputType
-from .batch import BatchLowering, Pending, function_name
+from .batch_lowering import BatchLowering, Pending, function_name
 from .cache import (
     IMPORT_CACHE,
     Failure,
@@ -65,7 +65,7 @@ from .normalize import (
     normalize_helion_node,
 )
 from .rewrites import is_helion_full, is_helion_target
-from .values import (
+from .input_values import (
     InputValue,
     TensorSpec,
     check_input_values,

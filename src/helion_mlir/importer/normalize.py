@@ -31,6 +31,9 @@ from ..errors import NodeNormalizationError
 
 __all__ = [
     "SCALAR_TYPES",
+    "STATIC_FAKE_MODE",
+    "getitems",
+    "graph_outputs",
     "node_inputs",
     "nodes_in",
     "normalize_helion_node",
@@ -44,9 +47,9 @@ log = logging.getLogger(__name__)
 #: ``!torch.float`` and ``!torch.bool``.
 SCALAR_TYPES: tuple[type, ...] = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
 
-# Real and meta tensors are re-created as fake tensors in this mode. It has no shape
-# environment: such tensors have concrete sizes by construction.
-_STATIC_FAKE_MODE = FakeTensorMode(allow_non_fake_inputs=True)
+#: The mode of fake tensors with concrete sizes (no shape environment): real and meta
+#: tensors are re-created in it, and decompositions of static nodes are traced in it.
+STATIC_FAKE_MODE = FakeTensorMode(allow_non_fake_inputs=True)
 
 _STRIDE_RULES: dict[torch.memory_format, Callable[[Sequence[Any]], Sequence[Any]]] = {
     torch.contiguous_format: make_contiguous_strides_for,
@@ -125,8 +128,9 @@ def synthesize_tensor_meta(val: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def to_fake_tensor(val: torch.Tensor) -> FakeTensor:
-    """``val`` as a FakeTensor: fake tensors are returned as is, real and meta ones re-created.
+def to_fake_tensor(val: torch.Tensor, mode: FakeTensorMode = STATIC_FAKE_MODE) -> FakeTensor:
+    """``val`` as a FakeTensor: fake tensors are returned as is, real and meta ones
+    re-created in ``mode``.
 
     The importer only accepts fake tensors as values; a real tensor would also pin its
     storage in the node metadata for no benefit.
@@ -134,9 +138,9 @@ def to_fake_tensor(val: torch.Tensor) -> FakeTensor:
     if isinstance(val, FakeTensor):
         return val
     if val.is_meta:
-        with _STATIC_FAKE_MODE:
+        with mode:
             return torch.empty_strided(val.shape, val.stride(), dtype=val.dtype, device="cpu")
-    return _STATIC_FAKE_MODE.from_tensor(val, static_shapes=True)
+    return mode.from_tensor(val, static_shapes=True)
 
 
 def node_inputs(node: fx.Node) -> list[fx.Node]:
@@ -159,6 +163,14 @@ def nodes_in(tree: Any) -> list[fx.Node]:
     found: list[fx.Node] = []
     fx.map_arg(tree, found.append)
     return found
+
+
+def graph_outputs(graph: fx.Graph) -> list[Any]:
+    """What a graph returns, as a list (one entry for a single value, none for ``None``)."""
+    returned = graph.output_node().args[0]
+    if returned is None:
+        return []
+    return list(returned) if isinstance(returned, (list, tuple)) else [returned]
 
 
 def getitems(node: fx.Node) -> dict[int, fx.Node]:

@@ -22,6 +22,7 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+from ..mlir_types import element_type
 from .normalize import normalize_helion_node
 
 __all__ = [
@@ -44,20 +45,6 @@ NUMERIC = FLOATS + INTS
 ALL_DTYPES = NUMERIC + (torch.bool,)
 # Kernels move float8 tiles around (transpose, reshape, select) before converting them.
 FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu)
-
-_DTYPE_NAMES = {
-    torch.float32: "f32",
-    torch.bfloat16: "bf16",
-    torch.float16: "f16",
-    torch.int32: "i32",
-    torch.int64: "i64",
-    torch.bool: "bool",
-    torch.float8_e4m3fn: "e4m3fn",
-    torch.float8_e5m2: "e5m2",
-    torch.float8_e4m3fnuz: "e4m3fnuz",
-    torch.float8_e5m2fnuz: "e5m2fnuz",
-    torch.float8_e8m0fnu: "e8m0fnu",
-}
 
 #: ATen and prims targets met in Helion's example kernels (helion 1.5.1), most used first;
 #: the catalogue has a case for each.
@@ -84,8 +71,13 @@ _STATIC_SIZES = {"m": 8, "n": 16, "k": 12, "b": 3}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    """Short spelling used in case ids and the op-support table (``f32``, ``bf16``, ...)."""
-    return _DTYPE_NAMES[dtype]
+    """Short spelling used in case ids and the op-support table: the MLIR element type
+    (``f32``, ``bf16``, ``i64``), ``bool``, and a float8 format's name (``e4m3fn``)."""
+    if dtype == torch.bool:
+        return "bool"
+    if dtype in FLOAT8:
+        return str(dtype).removeprefix("torch.float8_")
+    return element_type(dtype)
 
 
 class CaseSizes:

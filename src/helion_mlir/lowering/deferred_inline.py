@@ -17,7 +17,7 @@ from torch import fx
 
 from ..importer.cache import Results
 from ..importer.node_importer import ImportBatch, TorchMLIRNodeImporter
-from ..importer.values import InputValue
+from ..importer.input_values import InputValue
 from ..inliner.builder import Slot
 from ..inliner.rewrite import inline_torch_mlir_output
 from .emitter import Emitter
@@ -48,9 +48,9 @@ class _Job:
 class DeferredInliner:
     """The ATen imports of one emission: queued in program order, inlined by :meth:`flush`."""
 
-    def __init__(self, importer: TorchMLIRNodeImporter, ops: Emitter) -> None:
+    def __init__(self, importer: TorchMLIRNodeImporter, emit: Emitter) -> None:
         self.importer = importer
-        self.ops = ops
+        self.emit = emit
         self._batch = ImportBatch(importer)
         self._jobs: list[_Job] = []
 
@@ -77,9 +77,9 @@ class DeferredInliner:
         :func:`~helion_mlir.inliner.rewrite.inline_torch_mlir_output`); ``bind`` then gets the names
         the results have and emits whatever gives them their final names.
         """
-        slot = self.ops.builder.slot()
+        slot = self.emit.builder.slot()
         names = list(result_names) if result_names is not None else None
-        self._jobs.append(_Job(queued.position, slot, list(operands), self.ops.location, names, bind))
+        self._jobs.append(_Job(queued.position, slot, list(operands), self.emit.location, names, bind))
 
     def check(self) -> None:
         """Lower what is queued; raise the first queued node's error, if any.
@@ -94,10 +94,10 @@ class DeferredInliner:
         if not self._jobs:
             return
         texts = self._batch.run()
-        builder, location = self.ops.builder, self.ops.location
+        builder, location = self.emit.builder, self.emit.location
         try:
             for job in self._jobs:
-                self.ops.location = job.location
+                self.emit.location = job.location
                 with builder.filling(job.slot):
                     returned = inline_torch_mlir_output(
                         texts[job.position], job.operands, builder, location=job.location,
@@ -105,7 +105,7 @@ class DeferredInliner:
                     )
                     job.bind(returned)
         finally:
-            self.ops.location = location
+            self.emit.location = location
         log.debug("inlined %d ATen ops lowered in one batch", len(self._jobs))
         self._batch = ImportBatch(self.importer)
         self._jobs = []

@@ -18,18 +18,17 @@ from ..inliner.builder import MLIRBuilder
 from ..mlir_types import (
     LOW_PRECISION_FLOATS,
     PACKED_PAIR_DTYPES,
+    bit_width,
     element_type,
+    is_float_type,
+    is_int_type,
     literal,
     tensor_type,
 )
-from .values import Scalar, Tensor
+from .values import Scalar, Tensor, Value, results_named
 
-__all__ = ["Emitter", "Value", "scalar_convert_op"]
+__all__ = ["Emitter", "scalar_convert_op"]
 
-Value = Tensor | Scalar
-
-_FLOAT_WIDTH = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64} | {t: 4 if t.startswith("f4") else 8 for t in LOW_PRECISION_FLOATS}
-_INT_WIDTH = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
 # Formats converted with saturation to their largest finite value: float8_e4m3fn as torch
 # does; f4E2M1FN (which torch cannot convert to) as the GPU's satfinite conversions do, having
 # neither inf nor NaN.
@@ -64,9 +63,9 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
         return [], ssa
     out = fresh()
     if src == "index" or dst == "index":
-        if src == "index" and dst in _INT_WIDTH:
+        if src == "index" and is_int_type(dst):
             return [f"{out} = arith.index_cast {ssa} : index to {dst}"], out
-        if dst == "index" and src in _INT_WIDTH:
+        if dst == "index" and is_int_type(src):
             return [f"{out} = arith.index_cast {ssa} : {src} to index"], out
         mid_lines, mid = scalar_convert_op(src, "i64", ssa, fresh, signed)
         tail_lines, res = scalar_convert_op("i64", dst, mid, fresh, signed)
@@ -78,30 +77,30 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
         return mid_lines + tail_lines, res
     if src == "f32" and dst in LOW_PRECISION_FLOATS:
         return _narrow_from_f32(dst, ssa, out, fresh), out
-    if dst in ("f16", "bf16") and src in ("f64", *_INT_WIDTH):
+    if dst in ("f16", "bf16") and (src == "f64" or is_int_type(src)):
         # torch's Half and BFloat16 are built from a float: f64 and integers round to f32 first.
         mid_lines, mid = scalar_convert_op(src, "f32", ssa, fresh, signed)
         tail_lines, res = scalar_convert_op("f32", dst, mid, fresh, signed)
         return mid_lines + tail_lines, res
-    if src in _FLOAT_WIDTH and dst in _FLOAT_WIDTH:
+    if is_float_type(src) and is_float_type(dst):
         if src in ("f16", "bf16") and dst in ("f16", "bf16"):
             mid = fresh()
             return [f"{mid} = arith.extf {ssa} : {src} to f32", f"{out} = arith.truncf {mid} : f32 to {dst}"], out
-        op = "arith.extf" if _FLOAT_WIDTH[dst] > _FLOAT_WIDTH[src] else "arith.truncf"
+        op = "arith.extf" if bit_width(dst) > bit_width(src) else "arith.truncf"
         return [f"{out} = {op} {ssa} : {src} to {dst}"], out
-    if src in _INT_WIDTH and dst in _FLOAT_WIDTH:
+    if is_int_type(src) and is_float_type(dst):
         op = "arith.uitofp" if (src == "i1" or not signed) else "arith.sitofp"
         return [f"{out} = {op} {ssa} : {src} to {dst}"], out
-    if src in _FLOAT_WIDTH and dst in _INT_WIDTH:
+    if is_float_type(src) and is_int_type(dst):
         if dst == "i1":
             zero = fresh()
             return [f"{zero} = arith.constant {literal(0, src)} : {src}", f"{out} = arith.cmpf une, {ssa}, {zero} : {src}"], out
         return [f"{out} = arith.fptosi {ssa} : {src} to {dst}"], out
-    if src in _INT_WIDTH and dst in _INT_WIDTH:
+    if is_int_type(src) and is_int_type(dst):
         if dst == "i1":
             zero = fresh()
             return [f"{zero} = arith.constant {literal(0, src)} : {src}", f"{out} = arith.cmpi ne, {ssa}, {zero} : {src}"], out
-        if _INT_WIDTH[dst] > _INT_WIDTH[src]:
+        if bit_width(dst) > bit_width(src):
             op = "arith.extui" if (src == "i1" or not signed) else "arith.extsi"
         else:
             op = "arith.trunci"
@@ -130,6 +129,12 @@ class Emitter:
         """Emit a single-line op, with the current location."""
         self.builder.emit(text + self.loc_suffix())
 
+    def assign(self, hint: str, op: str) -> str:
+        """Emit ``%<fresh> = op`` (an op with one result, with the current location); its name."""
+        name = self.fresh(hint)
+        self.op(f"{name} = {op}")
+        return name
+
     @contextlib.contextmanager
     def region(self, header: str, footer: str = "}", *, locate_footer: bool = True) -> Iterator[None]:
         """Emit ``header``, an indented region body, then ``footer``.
@@ -146,6 +151,10 @@ class Emitter:
         finally:
             self._constant_scopes.pop()
         self.builder.emit(footer + (self.loc_suffix() if locate_footer else ""))
+
+    def block_header(self, arguments: str) -> None:
+        """The label of a region's entry block with its ``arguments`` (``%a: f32, ...``)."""
+        self.builder.emit(f"^bb0({arguments}):")
 
     # -- scalars ------------------------------------------------------------------------------
     def const(self, value: float | int | bool, mlir_type: str) -> Scalar:
@@ -191,11 +200,9 @@ class Emitter:
         None when there is nothing to check."""
         cond: str | None = None
         for lane, extent in bounds:
-            inside = self.fresh("inb")
-            self.op(f"{inside} = arith.cmpi slt, {lane}, {self.index(extent).ssa} : index")
+            inside = self.assign("inb", f"arith.cmpi slt, {lane}, {self.index(extent).ssa} : index")
             if cond is not None:
-                both = self.fresh("inb")
-                self.op(f"{both} = arith.andi {cond}, {inside} : i1")
+                both = self.assign("inb", f"arith.andi {cond}, {inside} : i1")
                 inside = both
             cond = inside
         return cond
@@ -214,8 +221,7 @@ class Emitter:
              dynamic_sizes: Sequence[Scalar] = ()) -> Tensor:
         scalar = self.convert(value, element_type(dtype)) if isinstance(value, Scalar) else self.const(value, element_type(dtype))
         empty = self.empty(shape, dtype, dynamic_sizes)
-        ssa = self.fresh("full")
-        self.op(f"{ssa} = linalg.fill ins({scalar.ssa} : {scalar.type}) outs({empty.ssa} : {empty.type}) -> {empty.type}")
+        ssa = self.assign("full", f"linalg.fill ins({scalar.ssa} : {scalar.type}) outs({empty.ssa} : {empty.type}) -> {empty.type}")
         return Tensor(ssa, tuple(shape), dtype)
 
     def dim(self, tensor: Tensor, axis: int) -> "Scalar | int":
@@ -226,8 +232,7 @@ class Emitter:
         if tensor.sizes is not None:
             return tensor.sizes[axis]
         idx = self.index(axis)
-        ssa = self.fresh("dim")
-        self.op(f"{ssa} = tensor.dim {tensor.ssa}, {idx.ssa} : {tensor.type}")
+        ssa = self.assign("dim", f"tensor.dim {tensor.ssa}, {idx.ssa} : {tensor.type}")
         return Scalar(ssa, "index")
 
     def restated(self, value: Tensor) -> tuple[Tensor, int]:
@@ -238,8 +243,7 @@ class Emitter:
             return value, 0
         if units == 0:
             sizes = [self.index(s) for s in value.sizes or [self.dim(value, a) for a in range(value.rank)]]
-            shape = self.fresh("shape")
-            self.op(f"{shape} = tensor.from_elements {', '.join(s.ssa for s in sizes)} : tensor<{value.rank}xindex>")
+            shape = self.assign("shape", f"tensor.from_elements {', '.join(s.ssa for s in sizes)} : tensor<{value.rank}xindex>")
             result = value.renamed(self.fresh("sized"))
             self.op(f"{result.ssa} = tensor.reshape {value.ssa}({shape}) : ({value.type}, tensor<{value.rank}xindex>) -> {value.type}")
             return result, 0
@@ -340,13 +344,12 @@ class Emitter:
 
         def index_of(d: int) -> str:
             if d not in index_cache:
-                ssa = self.fresh("i")
-                self.op(f"{ssa} = linalg.index {d} : index")
+                ssa = self.assign("i", f"linalg.index {d} : index")
                 index_cache[d] = ssa
             return index_cache[d]
 
         with self.region(header, f"}} -> {out_type}"):
-            self.builder.emit(f"^bb0({arg_decls}):")
+            self.block_header(arg_decls)
             value = body(block_args, index_of)
             self.op(f"linalg.yield {value} : {element_type(out_dtype)}")
         return Tensor(result, tuple(out_shape), out_dtype)
@@ -419,7 +422,7 @@ class Emitter:
         units = [u for _, u in restated]
         iv = Scalar(self.fresh("iv"), "index")
         iter_names = [self.fresh("it") for _ in carried]
-        types = [_type_of(v) for v in inits]
+        types = [v.type for v in inits]
         result = self.fresh(hint)
         header = f"scf.for {iv.ssa} = {lower.ssa} to {upper.ssa} step {step.ssa}"
         if carried:
@@ -428,34 +431,18 @@ class Emitter:
             header = f"{results} = {header} iter_args({init_text}) -> ({', '.join(types)})"
         with self.region(header + " {"):
             current = [
-                self.narrowed(_rebind(i, n), u) if u else _rebind(i, n)  # type: ignore[arg-type]
+                self.narrowed(i.renamed(n), u) if u else i.renamed(n)  # type: ignore[arg-type]
                 for i, n, u in zip(inits, iter_names, units)
             ]
             nexts = list(body(iv, current))
             if len(nexts) != len(carried):
                 raise HelionMLIRError("loop body returned a different number of values than it carries")
             for n, v in zip(nexts, carried):
-                if _type_of(n) != _type_of(v):
-                    raise HelionMLIRError(f"loop-carried value changes type: {_type_of(v)} -> {_type_of(n)}")
+                if n.type != v.type:
+                    raise HelionMLIRError(f"loop-carried value changes type: {v.type} -> {n.type}")
             yields = [self.widened(n, u) if u else n for n, u in zip(nexts, units)]  # type: ignore[arg-type]
             if carried:
                 self.op(f"scf.yield {', '.join(v.ssa for v in yields)} : {', '.join(types)}")
-        finals = _results(result, inits)
+        finals = results_named(result, inits)
         return [self.narrowed(f, u) if u else f for f, u in zip(finals, units)]  # type: ignore[arg-type]
-
-
-def _type_of(value: Value) -> str:
-    return value.type
-
-
-def _rebind(template: Value, ssa: str) -> Value:
-    if isinstance(template, Tensor):
-        return template.renamed(ssa)
-    return Scalar(ssa, template.type)
-
-
-def _results(result: str, templates: Sequence[Value]) -> list[Value]:
-    if len(templates) == 1:
-        return [_rebind(templates[0], result)]
-    return [_rebind(t, f"{result}#{i}") for i, t in enumerate(templates)]
 

@@ -9,30 +9,38 @@ tiles and in-bounds lane conditions from those (see docs/lowering.md).
 from __future__ import annotations
 
 import dataclasses
+import enum
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import fx
 
 from ..errors import HelionMLIRError
-from .values import HostRef, Scalar, Tensor
+from .context import RuleContext
+from .emitter import Emitter
+from .values import Scalar, Tensor
 
-if TYPE_CHECKING:
-    from .visitor import IRVisitor
+
+class AccessKind(enum.Enum):
+    """How an index entry addresses its host dimension."""
+
+    SLICE = "slice"  # a tile, a whole dimension or a static slice: one value dim
+    SCALAR = "scalar"  # one position: no value dim
+    TENSOR = "tensor"  # positions from an index tensor, whose dims become value dims
+    NEWAXIS = "newaxis"  # ``None``: a unit value dim, no host dim
 
 
 @dataclasses.dataclass(frozen=True)
 class DimAccess:
     """How one index entry addresses the host tensor and shapes the value.
 
-    ``kind`` is ``slice`` (a tile, a whole dimension or a static slice: one value dim of
-    static ``size`` whose first ``extent`` lanes are in bounds), ``scalar`` (one position,
-    no value dim), ``tensor`` (positions from an index tensor, whose dims become value
-    dims) or ``newaxis`` (a unit value dim, no host dim).
+    A ``SLICE`` is one value dim of static ``size`` whose first ``extent`` lanes are in
+    bounds, starting at ``offset`` with ``step``; a ``SCALAR`` is the position ``offset``; a
+    ``TENSOR`` reads its positions from ``index`` (``index_extents`` of its lanes in bounds).
     """
 
-    kind: str
+    kind: AccessKind
     offset: Scalar | int = 0
     extent: Scalar | int = 1
     size: int | None = 1
@@ -42,22 +50,15 @@ class DimAccess:
 
     @property
     def padded(self) -> bool:
-        if self.kind != "slice" or self.size is None:  # a dynamic dim holds exactly its lanes
+        if self.kind is not AccessKind.SLICE or self.size is None:  # a dynamic dim holds exactly its lanes
             return False
         return not (isinstance(self.extent, int) and self.extent == self.size)
 
 
-def host_operand(v: "IRVisitor", arg: Any) -> tuple[str, Tensor]:
-    ref = v.value(arg)
-    if not isinstance(ref, HostRef):
-        raise HelionMLIRError("memory operations need a host tensor as their first argument")
-    return ref.name, v.state[ref.name]
-
-
-def specialized_sizes(v: "IRVisitor", name: str, host: Tensor) -> tuple[int | None, ...]:
+def specialized_sizes(ctx: RuleContext, name: str, host: Tensor) -> tuple[int | None, ...]:
     """The sizes Helion fixed for a host tensor's dims (``hl.specialize`` under
     ``static_shapes=False`` leaves the function's dim dynamic but the size known)."""
-    fake = next((a.fake for a in v.model.args if a.name == name), None)
+    fake = next((a.fake for a in ctx.model.args if a.name == name), None)
     if not isinstance(fake, torch.Tensor) or fake.dim() != host.rank:
         return (None,) * host.rank
     return tuple(_fixed_size(size) for size in fake.shape)
@@ -72,7 +73,7 @@ def _fixed_size(size: Any) -> int | None:
     return int(fixed) if getattr(fixed, "is_Integer", False) else None
 
 
-def resolve_index(v: "IRVisitor", host: Tensor, index: Sequence[Any], value_shape: Sequence[Any] | None,
+def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_shape: Sequence[Any] | None,
                   known_sizes: Sequence[int | None] = ()) -> list[DimAccess]:
     """One :class:`DimAccess` per index entry (``None`` entries included); ``known_sizes``
     are host dims of a dynamic type whose size is nevertheless fixed (see
@@ -88,87 +89,82 @@ def resolve_index(v: "IRVisitor", host: Tensor, index: Sequence[Any], value_shap
 
     for entry in index:
         if entry is None:
-            accesses.append(DimAccess("newaxis"))
+            accesses.append(DimAccess(AccessKind.NEWAXIS))
             value_dim += 1
             continue
         if host_dim >= host.rank:
             raise HelionMLIRError(f"too many indices for a tensor of rank {host.rank}")
         if isinstance(entry, slice):
             known = known_sizes[host_dim] if host_dim < len(known_sizes) else None
-            accesses.append(_slice_access(v, host, host_dim, entry, value_size_symbol(), known))
+            accesses.append(_slice_access(ctx, host, host_dim, entry, value_size_symbol(), known))
             host_dim += 1
             value_dim += 1
             continue
         if isinstance(entry, fx.Node):
             val = entry.meta.get("val")
             if isinstance(val, torch.Tensor):
-                idx = v.tensor(entry)
-                accesses.append(DimAccess("tensor", index=idx, size=None, index_extents=_lane_extents(v, val, idx)))
+                idx = ctx.tensor(entry)
+                accesses.append(DimAccess(AccessKind.TENSOR, index=idx, size=None,
+                                          index_extents=_lane_extents(ctx, val, idx)))
                 host_dim += 1
                 value_dim += idx.rank
                 continue
-            block_id = v.model.block_id_of(val)
-            if block_id is not None and block_id in v.tiles:
-                tile = v.tiles[block_id]
-                accesses.append(DimAccess("slice", tile.offset, tile.extent, tile.size))
+            tile = ctx.tile_of(val)
+            if tile is not None:
+                accesses.append(DimAccess(AccessKind.SLICE, tile.offset, tile.extent, tile.size))
                 host_dim += 1
                 value_dim += 1
                 continue
-            accesses.append(DimAccess("scalar", offset=v.ops.index(v.scalar(entry, "index"))))
+            accesses.append(DimAccess(AccessKind.SCALAR, offset=ctx.emit.index(ctx.scalar(entry, "index"))))
             host_dim += 1
             continue
         if isinstance(entry, int):
-            offset = entry if entry >= 0 else _add_size(v, host, host_dim, entry)
-            accesses.append(DimAccess("scalar", offset=offset))
+            offset = entry if entry >= 0 else _add_size(ctx.emit, host, host_dim, entry)
+            accesses.append(DimAccess(AccessKind.SCALAR, offset=offset))
             host_dim += 1
             continue
         raise HelionMLIRError(f"unsupported index entry {entry!r}")
     while host_dim < host.rank:  # trailing dims not indexed: whole dims
         known = known_sizes[host_dim] if host_dim < len(known_sizes) else None
-        accesses.append(_slice_access(v, host, host_dim, slice(None), None, known))
+        accesses.append(_slice_access(ctx, host, host_dim, slice(None), None, known))
         host_dim += 1
     return accesses
 
 
-def _lane_extents(v: "IRVisitor", meta: torch.Tensor, value: Tensor) -> tuple[Scalar | int, ...]:
+def _lane_extents(ctx: RuleContext, meta: torch.Tensor, value: Tensor) -> tuple[Scalar | int, ...]:
     """For each dim of an index tensor, how many lanes are in bounds (ragged tiles)."""
     extents: list[Scalar | int] = []
     for axis, size in enumerate(value.shape):
-        block_id = v.model.block_id_of(meta.shape[axis]) if axis < meta.dim() else None
-        tile = v.tiles.get(block_id) if block_id is not None else None
+        tile = ctx.tile_of(meta.shape[axis]) if axis < meta.dim() else None
         if tile is not None and tile.ragged and size == tile.size:
             extents.append(tile.extent)
         else:
-            extents.append(size if size is not None else v.ops.dim(value, axis))
+            extents.append(size if size is not None else ctx.emit.dim(value, axis))
     return tuple(extents)
 
 
-def _add_size(v: "IRVisitor", host: Tensor, axis: int, negative: int) -> Scalar | int:
-    size = v.ops.dim(host, axis)
+def _add_size(emit: Emitter, host: Tensor, axis: int, negative: int) -> Scalar | int:
+    size = emit.dim(host, axis)
     if isinstance(size, int):
         return size + negative
-    return v.ops.binary("arith.addi", size, v.ops.index(negative))
+    return emit.binary("arith.addi", size, emit.index(negative))
 
 
-def _slice_access(v: "IRVisitor", host: Tensor, axis: int, sl: slice, size_symbol: Any,
+def _slice_access(ctx: RuleContext, host: Tensor, axis: int, sl: slice, size_symbol: Any,
                   known_size: int | None = None) -> DimAccess:
-    block_id = v.model.block_id_of(size_symbol)
-    if sl == slice(None) and block_id is not None and block_id in v.tiles:
-        tile = v.tiles[block_id]
-        return DimAccess("slice", tile.offset, tile.extent, tile.size)
-    dim_size = v.ops.dim(host, axis)
+    tile = ctx.tile_of(size_symbol)
+    if sl == slice(None) and tile is not None:
+        return DimAccess(AccessKind.SLICE, tile.offset, tile.extent, tile.size)
+    dim_size = ctx.emit.dim(host, axis)
     if sl == slice(None):
         if not isinstance(dim_size, int) and known_size is not None:
             dim_size = known_size  # Helion specialized this dynamic host dim (hl.specialize)
-        return DimAccess("slice", 0, dim_size, dim_size if isinstance(dim_size, int) else None)
+        return DimAccess(AccessKind.SLICE, 0, dim_size, dim_size if isinstance(dim_size, int) else None)
     if not isinstance(dim_size, int):
         raise HelionMLIRError("static slices of dynamic dimensions are not supported")
     start, stop, step = sl.indices(dim_size)
     count = max(0, (stop - start + step - 1) // step)
-    size = count
-    if block_id is not None and block_id in v.tiles:
-        size = v.tiles[block_id].size
-    return DimAccess("slice", start, count, size, step)
+    return DimAccess(AccessKind.SLICE, start, count, tile.size if tile is not None else count, step)
 
 
 def _per_value_dim(accesses: Sequence[DimAccess], of_slice: Callable[[DimAccess], Any],
@@ -177,11 +173,11 @@ def _per_value_dim(accesses: Sequence[DimAccess], of_slice: Callable[[DimAccess]
     for a new axis, ``of_tensor``'s entries for the dimensions of an index tensor."""
     dims: list[Any] = []
     for a in accesses:
-        if a.kind == "slice":
+        if a.kind is AccessKind.SLICE:
             dims.append(of_slice(a))
-        elif a.kind == "newaxis":
+        elif a.kind is AccessKind.NEWAXIS:
             dims.append(1)
-        elif a.kind == "tensor":
+        elif a.kind is AccessKind.TENSOR:
             dims.extend(of_tensor(a))
     return dims
 
@@ -196,15 +192,15 @@ def value_extents(accesses: Sequence[DimAccess]) -> list[Scalar | int]:
     return _per_value_dim(accesses, lambda a: a.extent, lambda a: a.index_extents)
 
 
-def value_dynamic_sizes(v: "IRVisitor", accesses: Sequence[DimAccess]) -> list[Scalar]:
+def value_dynamic_sizes(emit: Emitter, accesses: Sequence[DimAccess]) -> list[Scalar]:
     """The sizes of the dynamic dims of :func:`value_shape`, in order (for ``tensor.empty``)."""
     sizes: list[Scalar] = []
     for a in accesses:
-        if a.kind == "slice" and a.size is None:
-            sizes.append(v.ops.index(a.extent))
-        elif a.kind == "tensor":
+        if a.kind is AccessKind.SLICE and a.size is None:
+            sizes.append(emit.index(a.extent))
+        elif a.kind is AccessKind.TENSOR:
             assert a.index is not None
-            sizes += [v.ops.index(v.ops.dim(a.index, axis)) for axis, d in enumerate(a.index.shape) if d is None]
+            sizes += [emit.index(emit.dim(a.index, axis)) for axis, d in enumerate(a.index.shape) if d is None]
     return sizes
 
 
@@ -215,49 +211,49 @@ def ssa_or_int(x: Scalar | int) -> str:
 
 def host_accesses(accesses: Sequence[DimAccess]) -> list[DimAccess]:
     """The accesses that address a host dimension (all but ``newaxis``)."""
-    return [a for a in accesses if a.kind != "newaxis"]
+    return [a for a in accesses if a.kind is not AccessKind.NEWAXIS]
 
 
-def extract_valid(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+def extract_valid(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
     """The in-bounds region a slice-only index addresses (scalar dims dropped)."""
     hosts = host_accesses(accesses)
     offsets = ", ".join(ssa_or_int(a.offset) for a in hosts)
-    sizes = ", ".join(ssa_or_int(a.extent) if a.kind == "slice" else "1" for a in hosts)
-    strides = ", ".join(str(a.step) if a.kind == "slice" else "1" for a in hosts)
-    shape = tuple(a.extent if isinstance(a.extent, int) else None for a in hosts if a.kind == "slice")
-    result = Tensor(v.ops.fresh("slice"), shape, host.dtype)
-    v.ops.op(
+    sizes = ", ".join(ssa_or_int(a.extent) if a.kind is AccessKind.SLICE else "1" for a in hosts)
+    strides = ", ".join(str(a.step) if a.kind is AccessKind.SLICE else "1" for a in hosts)
+    shape = tuple(a.extent if isinstance(a.extent, int) else None for a in hosts if a.kind is AccessKind.SLICE)
+    result = Tensor(emit.fresh("slice"), shape, host.dtype)
+    emit.op(
         f"{result.ssa} = tensor.extract_slice {host.ssa}[{offsets}] [{sizes}] [{strides}] : {host.type} to {result.type}"
     )
     return result
 
 
-def pad_to_tile(v: "IRVisitor", valid: Tensor, accesses: Sequence[DimAccess], fill: Any = 0) -> Tensor:
+def pad_to_tile(emit: Emitter, valid: Tensor, accesses: Sequence[DimAccess], fill: Any = 0) -> Tensor:
     """Place the in-bounds region in a tile of the static tile shape filled with ``fill``."""
-    slices = [a for a in accesses if a.kind == "slice"]
+    slices = [a for a in accesses if a.kind is AccessKind.SLICE]
     if not any(a.padded for a in slices):
         return valid
     shape = tuple(a.size for a in slices)
-    dynamic = [v.ops.index(a.extent) for a in slices if a.size is None]  # whole dims: exactly their lanes
-    base = v.ops.fill(shape, valid.dtype, fill, dynamic)
+    dynamic = [emit.index(a.extent) for a in slices if a.size is None]  # whole dims: exactly their lanes
+    base = emit.fill(shape, valid.dtype, fill, dynamic)
     zeros = ", ".join("0" for _ in slices)
     sizes = ", ".join(ssa_or_int(a.extent) for a in slices)
     ones = ", ".join("1" for _ in slices)
-    result = Tensor(v.ops.fresh("tile"), shape, valid.dtype)
-    v.ops.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {base.ssa}[{zeros}] [{sizes}] [{ones}] : {valid.type} into {base.type}")
+    result = Tensor(emit.fresh("tile"), shape, valid.dtype)
+    emit.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {base.ssa}[{zeros}] [{sizes}] [{ones}] : {valid.type} into {base.type}")
     return result
 
 
-def add_new_axes(v: "IRVisitor", value: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+def add_new_axes(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
     """``value`` with a unit dimension where the index has ``None``."""
-    if not any(a.kind == "newaxis" for a in accesses):
+    if not any(a.kind is AccessKind.NEWAXIS for a in accesses):
         return value
     out_shape = value_shape(accesses)
     groups: list[list[int]] = []
     pending: list[int] = []
-    for pos, a in enumerate([a for a in accesses if a.kind in ("slice", "newaxis")]):
+    for pos, a in enumerate([a for a in accesses if a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS)]):
         pending.append(pos)
-        if a.kind == "slice":
+        if a.kind is AccessKind.SLICE:
             groups.append(pending)
             pending = []
     if pending:
@@ -265,12 +261,12 @@ def add_new_axes(v: "IRVisitor", value: Tensor, accesses: Sequence[DimAccess]) -
             groups[-1].extend(pending)
         else:
             groups = []  # rank-0 source: empty reassociation
-    result = Tensor(v.ops.fresh("expand"), tuple(out_shape), value.dtype)
+    result = Tensor(emit.fresh("expand"), tuple(out_shape), value.dtype)
     reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
     sizes = []
     for pos, s in enumerate(out_shape):
-        sizes.append(str(s) if s is not None else v.ops.dim(value, _source_dim(groups, pos)).ssa)  # type: ignore[union-attr]
-    v.ops.op(f"{result.ssa} = tensor.expand_shape {value.ssa} {reassoc} output_shape [{', '.join(sizes)}] : {value.type} into {result.type}")
+        sizes.append(str(s) if s is not None else emit.dim(value, _source_dim(groups, pos)).ssa)  # type: ignore[union-attr]
+    emit.op(f"{result.ssa} = tensor.expand_shape {value.ssa} {reassoc} output_shape [{', '.join(sizes)}] : {value.type} into {result.type}")
     return result
 
 
@@ -281,22 +277,22 @@ def _source_dim(groups: list[list[int]], pos: int) -> int:
     raise HelionMLIRError("bad reassociation")
 
 
-def valid_lane_condition(v: "IRVisitor", accesses: Sequence[DimAccess], index_of: Callable[[int], str]) -> str | None:
+def valid_lane_condition(emit: Emitter, accesses: Sequence[DimAccess], index_of: Callable[[int], str]) -> str | None:
     """An ``i1`` that is true for lanes inside every ragged slice and index-tensor dimension
     (None if all lanes are)."""
     bounds: list[tuple[str, Scalar | int]] = []
     out_dim = 0
     for a in accesses:
-        if a.kind == "slice":
+        if a.kind is AccessKind.SLICE:
             if a.padded:
                 bounds.append((index_of(out_dim), a.extent))
             out_dim += 1
-        elif a.kind == "newaxis":
+        elif a.kind is AccessKind.NEWAXIS:
             out_dim += 1
-        elif a.kind == "tensor":
+        elif a.kind is AccessKind.TENSOR:
             assert a.index is not None
             for axis, extent in enumerate(a.index_extents):
                 if not (isinstance(extent, int) and extent == a.index.shape[axis]):
                     bounds.append((index_of(out_dim + axis), extent))
             out_dim += a.index.rank
-    return v.ops.lanes_in_bounds(bounds)
+    return emit.lanes_in_bounds(bounds)

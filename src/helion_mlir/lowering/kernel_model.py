@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import logging
 import weakref
 from collections.abc import Iterator
@@ -19,6 +20,8 @@ from typing import Any
 import helion
 import sympy
 import torch
+from helion._compiler.compile_environment import ReductionLoopBlockSizeSource
+from helion.language import _tracing_ops
 from torch import fx
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
@@ -31,38 +34,21 @@ from .host_values import (
     is_per_call,
     origin_arg_name,
 )
+from .registry import called_graph_ids, effects_of
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 
-__all__ = ["KernelModel", "FunctionArg", "LoopDim", "RootLoop", "resolve_config"]
+__all__ = ["ArgKind", "KernelModel", "FunctionArg", "LoopDim", "RootLoop", "host_tensor_name", "resolve_config"]
 
 log = logging.getLogger(__name__)
 
 _CODEGEN_GRAPHS: "weakref.WeakKeyDictionary[Any, dict[Any, tuple[list[Any], set[int]]]]" = weakref.WeakKeyDictionary()
 
-WRITING_TARGET_NAMES = frozenset(
-    {
-        "store",
-        "atomic_add",
-        "atomic_and",
-        "atomic_or",
-        "atomic_xor",
-        "atomic_max",
-        "atomic_min",
-        "atomic_xchg",
-        "atomic_cas",
-    }
-)
-GRAPH_CALL_TARGET_NAMES = frozenset({"_for_loop", "_for_loop_step", "_if", "_while_loop", "_reduce", "_associative_scan"})
 
+class ArgKind(enum.Enum):
+    """What an argument of the emitted function carries."""
 
-def target_name(node: fx.Node) -> str:
-    """The bare function name of a node target (``store``, ``_for_loop``)."""
-    return getattr(node.target, "__name__", str(node.target))
-
-
-def is_helion_target(node: fx.Node, name: str) -> bool:
-    module = getattr(node.target, "__module__", "") or ""
-    return node.op == "call_function" and module.startswith("helion") and target_name(node) == name
+    TENSOR = "tensor"
+    SCALAR = "scalar"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +56,7 @@ class FunctionArg:
     """One argument of the emitted function."""
 
     name: str  # host variable name (for host tensors, Helion's host expression)
-    kind: str  # "tensor" or "scalar"
+    kind: ArgKind
     mlir_type: str
     fake: Any  # FakeTensor for tensors; SymInt/SymFloat/int/float for scalars; a per-call value's symbol
     written: bool = False
@@ -263,8 +249,9 @@ class KernelModel:
         for node in self.graphs[gid].graph.nodes:
             if node.op != "call_function":
                 continue
-            if target_name(node) in WRITING_TARGET_NAMES and node.args:
-                name = host_tensor_name(node.args[0])
+            writes = effects_of(node.target).writes
+            if writes is not None and len(node.args) > writes:
+                name = host_tensor_name(node.args[writes])
                 if name is not None and name not in found:
                     found.append(name)
             for sub in called_graph_ids(node):
@@ -285,11 +272,11 @@ class KernelModel:
         args: list[FunctionArg] = []
         for pname, value in params.items():
             if isinstance(value, torch.Tensor):
-                args.append(FunctionArg(pname, "tensor", tensor_type(_static_shape(value), value.dtype),
+                args.append(FunctionArg(pname, ArgKind.TENSOR, tensor_type(_static_shape(value), value.dtype),
                                         value, written=pname in written))
         for pname, value in params.items():
             if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
-                args.append(FunctionArg(pname, "scalar", _scalar_mlir_type(value), value))
+                args.append(FunctionArg(pname, ArgKind.SCALAR, _scalar_mlir_type(value), value))
         tensors = [v for v in params.values() if isinstance(v, torch.Tensor)] + list(used.values())
         args += self._per_call_scalars({a.name for a in args}, tensors)
         param_names = set(params)
@@ -299,10 +286,10 @@ class KernelModel:
                 origin = tensor_origins.get(fake)
                 # A host tensor from a closure or an attribute is named by its host expression.
                 ssa_name = "" if hname.isidentifier() or origin is None else origin_arg_name(origin)
-                args.append(FunctionArg(hname, "tensor", tensor_type(_static_shape(fake), fake.dtype), fake,
+                args.append(FunctionArg(hname, ArgKind.TENSOR, tensor_type(_static_shape(fake), fake.dtype), fake,
                                         written=hname in written, is_kernel_param=False, origin=origin,
                                         ssa_name=ssa_name))
-        results = [a.name for a in args if a.kind == "tensor" and a.written]
+        results = [a.name for a in args if a.kind is ArgKind.TENSOR and a.written]
         return args, results
 
     def _per_call_scalars(self, taken: set[str], tensors: list[torch.Tensor]) -> list[FunctionArg]:
@@ -323,7 +310,7 @@ class KernelModel:
                 name += "_"
             taken.add(name)
             aliases = tuple(f"_BLOCK_SIZE_{bid}" for bid, size in self.runtime_block_sizes.items() if size == expr)
-            arg = FunctionArg(name, "scalar", scalar_type_of_python(kind()), expr, is_kernel_param=False,
+            arg = FunctionArg(name, ArgKind.SCALAR, scalar_type_of_python(kind()), expr, is_kernel_param=False,
                               origin=origin, aliases=aliases)
             self.per_call_args[expr] = arg
             found.append(arg)
@@ -389,7 +376,7 @@ class KernelModel:
         """
         found: dict[int, Any] = {}
         for info in self.bound.env.block_sizes:
-            if type(info.block_size_source).__name__ != "ReductionLoopBlockSizeSource":
+            if not isinstance(info.block_size_source, ReductionLoopBlockSizeSource):
                 continue
             if info.block_id in self.rolled_blocks:
                 continue
@@ -413,23 +400,9 @@ class KernelModel:
 
 def host_tensor_name(node: Any) -> str | None:
     """The host variable behind a ``_host_tensor(name)`` node, else None."""
-    if isinstance(node, fx.Node) and is_helion_target(node, "_host_tensor"):
+    if isinstance(node, fx.Node) and node.op == "call_function" and node.target is _tracing_ops._host_tensor:
         return str(node.args[0])
     return None
-
-
-def called_graph_ids(node: fx.Node) -> list[int]:
-    """Graph ids a control-flow or combine-function node refers to."""
-    if node.op != "call_function":
-        return []
-    name = target_name(node)
-    if name not in GRAPH_CALL_TARGET_NAMES:
-        return []
-    if name == "_if":
-        return [int(node.args[1]), int(node.args[2])]
-    if name == "_while_loop":
-        return [int(node.args[0]), int(node.args[1])]
-    return [int(node.args[0])]
 
 
 def _free_symbols(val: Any) -> list[sympy.Symbol]:

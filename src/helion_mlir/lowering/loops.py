@@ -1,40 +1,40 @@
 """Tile loops: a nest of ``scf.for`` over the tiles of some block ids, each level
-activating its :class:`Tile`. Used for the kernel's top-level grid (by
-:mod:`helion_mlir.generate`) and for device loops and rolled reductions (by the rules)."""
+activating its :class:`Tile` in the kernel state. Used for the kernel's top-level grid and
+for device loops and rolled reductions (by the rules, through their context)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .emitter import Value
-from .values import Scalar, Tile
+from .values import Scalar, Tile, Value
 
 if TYPE_CHECKING:
-    from .visitor import IRVisitor
+    from .kernel_state import KernelState
 
 __all__ = ["emit_tile_loops"]
 
 
-def _tile_for(v: "IRVisitor", block_id: int, iv: Scalar, begin: Any, end: Any, size: "int | Scalar",
+def _tile_for(state: "KernelState", block_id: int, iv: Scalar, begin: Any, end: Any, size: "int | Scalar",
               divisible: bool) -> Tile:
     if divisible:
         return Tile(block_id, iv, size, size, begin, end)
-    remaining = v.ops.binary("arith.subi", v.ops.index(end), iv)
-    extent = v.ops.min_index(v.ops.index(size), remaining)
+    emit = state.emit
+    remaining = emit.binary("arith.subi", emit.index(end), iv)
+    extent = emit.min_index(emit.index(size), remaining)
     if isinstance(size, Scalar):  # a runtime block size: values hold exactly the in-bounds lanes
         return Tile(block_id, iv, None, extent, begin, end, step=size)
     return Tile(block_id, iv, size, extent, begin, end)
 
 
 def emit_tile_loops(
-    v: "IRVisitor",
+    state: "KernelState",
     block_ids: Sequence[int],
     begins: Sequence[Any],
     ends: Sequence[Any],
     steps: Sequence[int | None],
     carried: list[Value],
-    body: Any,
+    body: Callable[[list[Value]], Sequence[Value]],
 ) -> list[Value]:
     """A nest of ``scf.for`` over the tiles of ``block_ids``; ``body(carried) -> next``.
 
@@ -45,21 +45,22 @@ def emit_tile_loops(
     if not block_ids:
         return list(body(carried))
     block_id, begin, end, step = block_ids[0], begins[0], ends[0], steps[0]
-    size = 1 if step is not None else v.block_size(block_id)
+    size = 1 if step is not None else state.block_size(block_id)
     stride = step if step is not None else size
     divisible = size == 1 or (
         isinstance(size, int) and isinstance(begin, int) and isinstance(end, int) and (end - begin) % size == 0
     )
-    previous = v.tiles.get(block_id)
+    previous = state.tiles.get(block_id)
+    emit = state.emit
 
     def level(iv: Scalar, current: list[Value]) -> list[Value]:
-        v.tiles[block_id] = _tile_for(v, block_id, iv, begin, end, size, divisible)
-        return emit_tile_loops(v, block_ids[1:], begins[1:], ends[1:], steps[1:], current, body)
+        state.tiles[block_id] = _tile_for(state, block_id, iv, begin, end, size, divisible)
+        return emit_tile_loops(state, block_ids[1:], begins[1:], ends[1:], steps[1:], current, body)
 
     try:
-        return v.ops.for_loop(v.ops.index(begin), v.ops.index(end), v.ops.index(stride), carried, level, hint="tiles")
+        return emit.for_loop(emit.index(begin), emit.index(end), emit.index(stride), carried, level, hint="tiles")
     finally:
         if previous is None:
-            v.tiles.pop(block_id, None)
+            state.tiles.pop(block_id, None)
         else:
-            v.tiles[block_id] = previous
+            state.tiles[block_id] = previous

@@ -1,19 +1,34 @@
-"""The table of lowering rules, keyed by FX node target.
+"""The one table of lowering rules: which rule lowers a node, and what its target does
+besides computing a value.
 
-A lowering rule is a function ``rule(visitor, node) -> value`` registered for one or
-more targets with :func:`register_lowering`; the visitor looks the rule up by
-``node.target``. Whole families of targets (every ATen overload) are covered by one rule
-registered with :func:`register_family`, consulted when no exact rule exists. Adding
-support for a node target is one registered function in the :mod:`..rules` module for
-its kind of op; the rules register themselves when :mod:`helion_mlir.lowering.rules` is
-imported, which :mod:`helion_mlir.generate` does once. Targets the tool refuses on purpose
-are registered with :func:`register_rejection`: the visitor raises their error, and
-listings show them apart from the supported targets.
+A lowering rule is a function ``rule(ctx, node) -> value`` (``ctx`` is the node's
+:class:`~helion_mlir.lowering.context.RuleContext`) registered for one or more targets with
+:func:`register_lowering`. Where it is registered, a target declares its effects
+(:class:`Effects`): the argument naming the host tensor it writes, the arguments that are
+graphs it runs, whether it must be lowered even when nothing reads its value. The kernel
+model reads writes and called graphs from here, and the walker reads which nodes matter.
+
+A rule is chosen, most specific first, by:
+
+1. a per-node override in scope (:class:`RuleScopes`): a rule that lowers a region
+   itself replaces the rules of some of its nodes for as long as it lowers them (a rolled
+   reduction loop folds its reduction nodes into accumulators), or for the rest of the
+   emission (the reduction's tails);
+2. a rule registered for the target and the kind of graph the node runs
+   (``register_lowering(_for_loop, graph_kind=ReductionLoopGraphInfo)``);
+3. the rule registered for the target;
+4. the rule of a family the target belongs to (:func:`register_family`: every ATen overload).
+
+Targets the tool refuses on purpose are registered with :func:`register_rejection`.
+Adding support for a node target is one registered function in the :mod:`.rules` module
+for its kind of op; importing :mod:`helion_mlir.lowering` registers them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UnsupportedNodeError, describe_target
@@ -21,33 +36,76 @@ from ..errors import UnsupportedNodeError, describe_target
 if TYPE_CHECKING:
     from torch import fx
 
-    from .visitor import IRVisitor
+    from .context import RuleContext
 
 __all__ = [
+    "Effects",
     "LoweringRule",
+    "RuleScopes",
+    "called_graph_ids",
+    "effects_of",
+    "register_family",
     "register_lowering",
     "register_rejection",
-    "register_family",
-    "lookup_lowering",
     "registered_targets",
     "rejected_targets",
+    "rule_for",
 ]
 
-LoweringRule = Callable[["IRVisitor", "fx.Node"], Any]
+LoweringRule = Callable[["RuleContext", "fx.Node"], Any]
 
+
+@dataclasses.dataclass(frozen=True)
+class Effects:
+    """What a target does besides computing its value."""
+
+    writes: int | None = None  # position of the argument naming the host tensor it writes
+    graphs: tuple[int, ...] = ()  # positions of the arguments that are ids of graphs it runs
+    side_effects: bool = False  # lowered even when nothing reads its value (writes imply it)
+
+    @property
+    def lowered_when_unused(self) -> bool:
+        return self.side_effects or self.writes is not None
+
+
+_NO_EFFECTS = Effects()
 _LOWERINGS: dict[Any, LoweringRule] = {}
+_BY_GRAPH_KIND: dict[Any, dict[type, LoweringRule]] = {}  # target -> kind of the graph it runs -> rule
+_EFFECTS: dict[Any, Effects] = {}
 _REJECTED: dict[Any, str] = {}  # target -> why it is refused
 _FAMILIES: list[tuple[Callable[[Any], bool], LoweringRule]] = []  # (is_member, rule)
 
 
-def register_lowering(*targets: Any) -> Callable[[LoweringRule], LoweringRule]:
-    """Register ``rule`` as the lowering of every target given; a target has one rule."""
+def register_lowering(
+    *targets: Any,
+    writes: int | None = None,
+    graphs: tuple[int, ...] = (),
+    side_effects: bool = False,
+    graph_kind: type | None = None,
+) -> Callable[[LoweringRule], LoweringRule]:
+    """Register ``rule`` as the lowering of every target given, with the targets' effects.
+
+    A target has one rule, and one more per ``graph_kind``: the class of the first graph
+    it runs (its own effects say which argument that is). Effects are the target's, so
+    a rule for a graph kind declares none and inherits them.
+    """
+    effects = Effects(writes, tuple(graphs), side_effects)
 
     def decorate(rule: LoweringRule) -> LoweringRule:
         for target in targets:
-            if target in _LOWERINGS and _LOWERINGS[target] is not rule:
+            if graph_kind is not None:
+                if effects != _NO_EFFECTS:
+                    raise ValueError(f"a rule for a kind of graph of {describe_target(target)} declares no effects")
+                by_kind = _BY_GRAPH_KIND.setdefault(target, {})
+                if by_kind.get(graph_kind, rule) is not rule:
+                    raise ValueError(f"{describe_target(target)} already has a rule for {graph_kind.__name__} graphs")
+                by_kind[graph_kind] = rule
+                continue
+            if _LOWERINGS.get(target, rule) is not rule:
                 raise ValueError(f"{describe_target(target)} already has a lowering rule")
             _LOWERINGS[target] = rule
+            if effects != _NO_EFFECTS:
+                _EFFECTS[target] = effects
         return rule
 
     return decorate
@@ -55,12 +113,13 @@ def register_lowering(*targets: Any) -> Callable[[LoweringRule], LoweringRule]:
 
 def register_rejection(target: Any, reason: str, hint: str) -> None:
     """Refuse ``target`` on purpose: lowering it raises ``UnsupportedNodeError`` with
-    ``reason`` and ``hint`` (which says what to write instead)."""
+    ``reason`` and ``hint`` (which says what to write instead). It is lowered even when its
+    value is unused, so that the refusal is never skipped."""
 
-    def reject(v: "IRVisitor", node: "fx.Node") -> Any:
+    def reject(ctx: "RuleContext", node: "fx.Node") -> Any:
         raise UnsupportedNodeError(node, reason, hint=hint)
 
-    register_lowering(target)(reject)
+    register_lowering(target, side_effects=True)(reject)
     _REJECTED[target] = reason
 
 
@@ -74,12 +133,63 @@ def register_family(is_member: Callable[[Any], bool]) -> Callable[[LoweringRule]
     return decorate
 
 
-def lookup_lowering(target: Any) -> LoweringRule | None:
-    """The rule for ``target``: its own, else its family's, else ``None``."""
-    rule = _LOWERINGS.get(target)
+def effects_of(target: Any) -> Effects:
+    """The effects registered for ``target`` (none for a target without a rule)."""
+    return _EFFECTS.get(target, _NO_EFFECTS)
+
+
+def called_graph_ids(node: "fx.Node") -> list[int]:
+    """Ids of the graphs a node runs (loop bodies, branches, combine functions)."""
+    if node.op != "call_function":
+        return []
+    return [int(node.args[i]) for i in effects_of(node.target).graphs]
+
+
+def rule_for(node: "fx.Node", graph_kind: Callable[[int], type]) -> LoweringRule | None:
+    """The registered rule for ``node``: for its target and the kind of graph it runs
+    (``graph_kind(graph_id)``), else for its target, else its family's, else ``None``."""
+    by_kind = _BY_GRAPH_KIND.get(node.target)
+    if by_kind:
+        graph_ids = called_graph_ids(node)
+        rule = by_kind.get(graph_kind(graph_ids[0])) if graph_ids else None
+        if rule is not None:
+            return rule
+    rule = _LOWERINGS.get(node.target)
     if rule is not None:
         return rule
-    return next((family_rule for is_member, family_rule in _FAMILIES if is_member(target)), None)
+    return next((family_rule for is_member, family_rule in _FAMILIES if is_member(node.target)), None)
+
+
+class RuleScopes:
+    """The rules of one emission: the registry's, under scopes of per-node overrides.
+
+    A scope opened with overrides (:meth:`scope`; the walker opens one for every graph
+    it walks) covers exactly the region walked inside it; :meth:`override` lasts for the
+    rest of the emission.
+    """
+
+    def __init__(self, graph_kind: Callable[[int], type]) -> None:
+        self._graph_kind = graph_kind
+        self._scopes: list[dict[fx.Node, LoweringRule]] = [{}]
+
+    @contextlib.contextmanager
+    def scope(self, overrides: Mapping["fx.Node", LoweringRule] | None = None) -> Iterator[None]:
+        self._scopes.append(dict(overrides or {}))
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    def override(self, node: "fx.Node", rule: LoweringRule) -> None:
+        """Lower ``node`` with ``rule`` from now on, unless it is overridden already."""
+        if self._overriding(node) is None:
+            self._scopes[0][node] = rule
+
+    def _overriding(self, node: "fx.Node") -> LoweringRule | None:
+        return next((scope[node] for scope in reversed(self._scopes) if node in scope), None)
+
+    def rule_for(self, node: "fx.Node") -> LoweringRule | None:
+        return self._overriding(node) or rule_for(node, self._graph_kind)
 
 
 def registered_targets() -> list[str]:

@@ -10,6 +10,7 @@ built again in persistent form. The loop lowering itself is
 from __future__ import annotations
 
 import contextlib
+import enum
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -29,9 +30,25 @@ from torch._inductor.virtualized import V
 from ..importer.normalize import getitems, nodes_in
 from .helion_compat import ORIGINAL_ARGS_KEY, original_args
 
-# Inductor reduction types with an explicit cross-chunk combine.
-_FOLDS = ("sum", "prod", "max", "min", "any", "argmax", "argmin")
-ARG_FOLDS = ("argmax", "argmin")
+
+class Fold(enum.Enum):
+    """The Inductor reduction types with an explicit cross-chunk combine (Inductor's names)."""
+
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    ANY = "any"
+    ARGMAX = "argmax"
+    ARGMIN = "argmin"
+
+    @property
+    def is_arg(self) -> bool:
+        """An arg-reduction: the position of the extreme value, carried with the value."""
+        return self in (Fold.ARGMAX, Fold.ARGMIN)
+
+
+_FOLDS = {fold.value for fold in Fold}
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 

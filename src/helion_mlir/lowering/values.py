@@ -1,14 +1,16 @@
-"""The values the visitor associates with device-IR nodes while it emits MLIR."""
+"""The values the lowering associates with device-IR nodes while it emits MLIR."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 
 from ..mlir_types import tensor_type
 
-__all__ = ["Tensor", "Scalar", "HostRef", "Tile"]
+__all__ = ["Tensor", "Scalar", "Value", "HostRef", "HostTensor", "Tile", "results_named"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,13 +45,34 @@ class Scalar:
     ssa: str
     type: str
 
+    def renamed(self, ssa: str) -> "Scalar":
+        """The same scalar type under another SSA name."""
+        return Scalar(ssa, self.type)
+
+
+Value = Tensor | Scalar
+
+
+def results_named(result: str, templates: Sequence[Value]) -> list[Value]:
+    """The results of an op named ``result`` (``%r``, or ``%r#i`` of several), typed as ``templates``."""
+    if len(templates) == 1:
+        return [templates[0].renamed(result)]
+    return [t.renamed(f"{result}#{i}") for i, t in enumerate(templates)]
+
 
 @dataclasses.dataclass(frozen=True)
 class HostRef:
     """A host tensor (kernel argument or host local) named in device code; its current
-    value lives in the visitor's state because stores replace it."""
+    value lives in the kernel state, because stores replace it (a rule's context resolves it)."""
 
     name: str
+
+
+class HostTensor(NamedTuple):
+    """A host tensor's name and its current value."""
+
+    name: str
+    value: Tensor
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch._dynamo.source import AttrSource, GetItemSource, LocalSource, TensorPropertySource
 
 from ..errors import ArgumentError, HelionMLIRError
 from ..lowering.host_values import describe_origin, evaluate_origin
@@ -218,15 +219,15 @@ def _plain_key(value: Any) -> Any:
 
 def _source_value(source: Any, by_param: dict[str, Any]) -> Any:
     """The value a torch source (``L['x'].size()[1]``) has among ``by_param``."""
-    kind = type(source).__name__
-    if kind == "LocalSource":
+    kind = type(source)
+    if kind is LocalSource:
         return by_param[source.local_name]
     base = _source_value(source.base, by_param)
-    if kind == "TensorPropertySource":
+    if kind is TensorPropertySource:
         return base.size(source.idx) if source.prop.name == "SIZE" else base.stride(source.idx)
-    if kind == "GetItemSource":
+    if kind is GetItemSource:
         return base[source.index]
-    if kind == "AttrSource":
+    if kind is AttrSource:
         return getattr(base, source.member)
     raise TypeError(kind)
 
@@ -238,12 +239,12 @@ def _source_root(source: Any) -> str:
 
 
 def _source_text(source: Any) -> str:
-    kind = type(source).__name__
-    if kind == "LocalSource":
+    kind = type(source)
+    if kind is LocalSource:
         return source.local_name
     base = _source_text(source.base)
-    if kind == "TensorPropertySource":
+    if kind is TensorPropertySource:
         return f"{base}.{'size' if source.prop.name == 'SIZE' else 'stride'}({source.idx})"
-    if kind == "GetItemSource":
+    if kind is GetItemSource:
         return f"{base}[{source.index!r}]"
     return f"{base}.{getattr(source, 'member', '?')}"

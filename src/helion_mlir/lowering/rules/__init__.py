@@ -6,18 +6,18 @@ from . import (
     atomics,
     control_flow,
     dtype_casts,
+    helper_ops,
     matmul,
     memory,
     quantized,
     reductions,
     rolled_reductions,
     scalars,
-    special,
     tiles,
     views,
 )
 
 __all__ = [
-    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "matmul", "memory", "quantized",
-    "reductions", "rolled_reductions", "scalars", "special", "tiles", "views",
+    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "helper_ops", "matmul", "memory",
+    "quantized", "reductions", "rolled_reductions", "scalars", "tiles", "views",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import fx
@@ -19,15 +19,14 @@ from ...errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeEr
 from ...importer.cache import Results, ResultSpec
 from ...importer.normalize import node_inputs
 from ...importer.rewrites import scalar_tensor_dtype
-from ...importer.values import TensorSpec
-from ...mlir_types import PACKED_PAIR_DTYPES, element_type
+from ...importer.input_values import TensorSpec
+from ...mlir_types import PACKED_PAIR_DTYPES, element_type, is_float_type, scalar_type_of_python, torch_element_type
 from ...output_type import OutputType
+from ..context import RuleContext
+from ..emitter import Emitter
 from ..helion_compat import original_args
 from ..registry import register_family
-from ..values import HostRef, Scalar, Tensor
-
-if TYPE_CHECKING:
-    from ..visitor import IRVisitor
+from ..values import Scalar, Tensor
 
 __all__ = [
     "is_aten_op", "lower_aten_op", "traced_call", "import_and_inline", "import_aten_call", "twin_node",
@@ -55,14 +54,23 @@ def traced_call(node: fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
 
 
 @register_family(is_aten_op)
-def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
+def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
+    """An ATen or prims op through torch-mlir: queued for import now, its body inlined
+    where it stands after the walk (see :func:`import_and_inline`).
+
+    The node is imported with the arguments it was traced with (Helion's lowering pass
+    may have replaced some). Except for raw output, a scalar overload becomes its tensor
+    sibling and numbers in tensor slots become 0-d tensors, forms every output type's
+    backend lowers; the node's twin carries those arguments and errors still name the
+    node. The result is cast to the dtype the node's meta records.
+    """
     args, kwargs = traced_call(node)
     target, numbers = node.target, {}
-    if v.importer.output_type is not OutputType.RAW:  # raw output stays the op as traced
+    if ctx.output_type is not OutputType.RAW:  # raw output stays the op as traced
         target = tensor_operand_overload(node.target, args, kwargs)
         args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
     if not numbers and target is node.target and args == node.args and kwargs == dict(node.kwargs):
-        return _checked(v, node, import_and_inline(v, node, input_values(v, node)))
+        return _checked(ctx.emit, node, import_and_inline(ctx, node, input_values(ctx, node)))
     # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
     # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
     scratch = fx.Graph()  # short-lived: its nodes die young, as garbage a cheap collection frees
@@ -71,8 +79,8 @@ def lower_aten_op(v: "IRVisitor", node: fx.Node) -> Any:
     kwargs = {k: stand_ins.get(("kwarg", k), a) for k, a in kwargs.items()}
     try:
         with twin_node(node, target, args, kwargs, scratch) as twin:
-            values = input_values(v, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
-            return _checked(v, node, import_and_inline(v, twin, values, report_as=node))
+            values = input_values(ctx, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
+            return _checked(ctx.emit, node, import_and_inline(ctx, twin, values, report_as=node))
     except UnsupportedNodeError as err:  # report it for the node the user's graph has
         raise err.about(node) from None
     finally:
@@ -125,7 +133,7 @@ def twin_node(
 
 
 def import_aten_call(
-    v: "IRVisitor", node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+    ctx: RuleContext, node: fx.Node, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
 ) -> Any:
     """Lower ``target(*args, **kwargs)`` through torch-mlir where lowered values (Tensors,
     Scalars) stand in the argument slots; errors name ``node``.
@@ -147,7 +155,7 @@ def import_aten_call(
 
     args, kwargs = stand_in(tuple(args)), {k: stand_in(x) for k, x in (kwargs or {}).items()}
     with twin_node(node, target, args, kwargs, scratch) as twin:
-        return import_and_inline(v, twin, [given[n] for n in node_inputs(twin)], report_as=node)
+        return import_and_inline(ctx, twin, [given[n] for n in node_inputs(twin)], report_as=node)
 
 
 def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -219,32 +227,32 @@ def _numbers_as_tensors(target: Any, args: tuple[Any, ...], kwargs: dict[str, An
     return args, kwargs, found
 
 
-def zero_dim_tensor(v: "IRVisitor", number: Any, partners: list[torch.dtype]) -> Tensor:
-    """``number`` as a 0-d tensor that promotes with ``partners`` as the plain number would."""
-    value = v.value(number) if isinstance(number, fx.Node) else number
+def zero_dim_tensor(emit: Emitter, value: Any, partners: list[torch.dtype]) -> Tensor:
+    """A lowered number as a 0-d tensor that promotes with ``partners`` as the plain number would."""
     if isinstance(value, Tensor):
         return value
     sample = _scalar_kind(None, value)(0) if isinstance(value, Scalar) else value
     dtype = scalar_tensor_dtype(sample, partners)
     elt = element_type(dtype)
-    scalar = v.ops.convert(value, elt) if isinstance(value, Scalar) else v.ops.const(value, elt)
-    result = Tensor(v.ops.fresh("t0d"), (), dtype)
-    v.ops.op(f"{result.ssa} = tensor.from_elements {scalar.ssa} : {result.type}")
+    scalar = emit.convert(value, elt) if isinstance(value, Scalar) else emit.const(value, elt)
+    result = Tensor(emit.fresh("t0d"), (), dtype)
+    emit.op(f"{result.ssa} = tensor.from_elements {scalar.ssa} : {result.type}")
     return result
 
 
-def input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | None = None) -> list[Any]:
+def input_values(ctx: RuleContext, node: fx.Node, numbers: dict[fx.Node, Any] | None = None) -> list[Any]:
     """The values of ``node``'s inputs (``numbers``: stand-in nodes for numbers to pass as
     0-d tensors); a reduction over ragged tile dims gets only the in-bounds lanes (exact
     for every reduction, mean and variance included)."""
     inputs = node_inputs(node)
     numbers = numbers or {}
-    partners = [x.dtype for x in (_resolved(v, n) for n in inputs if n not in numbers) if isinstance(x, Tensor)]
-    values = [zero_dim_tensor(v, numbers[n], partners) if n in numbers else v.value(n) for n in inputs]
+    partners = [x.dtype for x in (ctx.value(n) for n in inputs if n not in numbers) if isinstance(x, Tensor)]
+    values = [zero_dim_tensor(ctx.emit, ctx.value(numbers[n]), partners) if n in numbers else ctx.value(n)
+              for n in inputs]
     reduced = reduced_dims(node)
     if reduced is None or not inputs or node.args[0] is not inputs[0]:
         return values
-    source = v.tensor(inputs[0])
+    source = ctx.tensor(inputs[0])
     meta = inputs[0].meta.get("val")
     if not isinstance(meta, torch.Tensor) or meta.dim() != source.rank:
         return values
@@ -252,21 +260,15 @@ def input_values(v: "IRVisitor", node: fx.Node, numbers: dict[fx.Node, Any] | No
     extents: list[Any] = []
     clipped = False
     for d in range(source.rank):
-        block_id = v.model.block_id_of(meta.shape[d])
-        tile = v.tiles.get(block_id) if block_id is not None else None
+        tile = ctx.tile_of(meta.shape[d])
         if d in dims and tile is not None and tile.ragged and source.shape[d] == tile.size:
             extents.append(tile.extent)
             clipped = True
         else:
-            extents.append(source.shape[d] if source.shape[d] is not None else v.ops.dim(source, d))
+            extents.append(source.shape[d] if source.shape[d] is not None else ctx.emit.dim(source, d))
     if clipped:
-        values[0] = v.ops.slice_prefix(source, extents)
+        values[0] = ctx.emit.slice_prefix(source, extents)
     return values
-
-
-def _resolved(v: "IRVisitor", n: fx.Node) -> Any:
-    value = v.value(n)
-    return v.state[value.name] if isinstance(value, HostRef) else value
 
 
 def reduced_dims(node: fx.Node) -> list[int] | str | None:
@@ -292,16 +294,16 @@ _REDUCTIONS: dict[Any, str] = {
 } | {op: "all" for op in (_aten.sum.default, _aten.mean.default, _aten.max.default, _aten.min.default, _aten.prod.default)}
 
 
-def _checked(v: "IRVisitor", node: fx.Node, result: Any) -> Any:
+def _checked(emit: Emitter, node: fx.Node, result: Any) -> Any:
     """Cast a result to the dtype the node's meta records (in-place ops keep their input dtype)."""
     meta = node.meta.get("val")
     if isinstance(result, Tensor) and isinstance(meta, torch.Tensor) and meta.dtype != result.dtype:
-        return v.ops.cast(result, meta.dtype)
+        return emit.cast(result, meta.dtype)
     return result
 
 
 def import_and_inline(
-    v: "IRVisitor", node: fx.Node, input_values: list[Any], *, report_as: fx.Node | None = None
+    ctx: RuleContext, node: fx.Node, input_values: list[Any], *, report_as: fx.Node | None = None
 ) -> Any:
     """Queue ``node`` for import with the given input values; returns its result value(s).
 
@@ -310,8 +312,9 @@ def import_and_inline(
     the op stands once the kernel's ATen ops are lowered together (see
     :mod:`helion_mlir.lowering.deferred_inline`). Errors name ``report_as`` (default: ``node``).
     """
-    resolved = [v.state[x.name] if isinstance(x, HostRef) else x for x in input_values]
+    resolved = list(input_values)
     _reject_packed(node, resolved)
+    emit = ctx.emit
     import_inputs: list[Any] = []
     operands: list[str] = []
     for source, value in zip(node_inputs(node), resolved):
@@ -322,15 +325,15 @@ def import_and_inline(
             val = source.meta.get("val")
             kind = _scalar_kind(val, value)
             import_inputs.append(val if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else kind(1))
-            operands.append(v.ops.convert(value, {bool: "i1", int: "i64", float: "f64"}[kind]).ssa)
+            operands.append(emit.convert(value, scalar_type_of_python(kind())).ssa)
         elif isinstance(value, (bool, int, float)):
             import_inputs.append(value)
         else:
             raise HelionMLIRError(f"input '{source.name}' has a value torch-mlir cannot take: {value!r}")
     reported = report_as if report_as is not None else node
-    raw = v.importer.output_type is OutputType.RAW
-    queued = v.deferred.queue(node, import_inputs, report_as=reported)
-    result = _named_results(v, reported.name, queued.results)
+    raw = ctx.output_type is OutputType.RAW
+    queued = ctx.deferred.queue(node, import_inputs, report_as=reported)
+    result = _named_results(emit, reported.name, queued.results)
     results = list(result) if isinstance(result, tuple) else [result]
 
     def bind(returned: list[str]) -> None:
@@ -338,14 +341,14 @@ def import_and_inline(
             raise HelionMLIRError(f"torch-mlir returned {len(returned)} results, expected {len(results)}")
         for name, value in zip(returned, results):
             if raw:  # raw functions return torch types
-                v.ops.op(f"{value.ssa} = torch_c.to_builtin_tensor {name} : {vtensor_type(value)} -> {value.type}")
+                emit.op(f"{value.ssa} = torch_c.to_builtin_tensor {name} : {vtensor_type(value)} -> {value.type}")
             elif name != value.ssa:  # a result that could not take its name (see result_names)
-                v.ops.op(f"{value.ssa} = tensor.cast {name} : {value.type} to {value.type}")
+                emit.op(f"{value.ssa} = tensor.cast {name} : {value.type} to {value.type}")
 
     if raw:
         values = [x for x in resolved if isinstance(x, (Tensor, Scalar))]
-        operands = [_to_torch(v, operand, value) for operand, value in zip(operands, values)]
-    v.deferred.inline_later(queued, operands, result_names=None if raw else [r.ssa for r in results], bind=bind)
+        operands = [_to_torch(emit, operand, value) for operand, value in zip(operands, values)]
+    ctx.deferred.inline_later(queued, operands, result_names=None if raw else [r.ssa for r in results], bind=bind)
     return result
 
 
@@ -374,46 +377,36 @@ def dynamic_size_keys(source: fx.Node, value: Tensor) -> tuple[Any, ...]:
                  for d, size in zip(value.shape, meta.shape))
 
 
-_TORCH_ELEMENT = {
-    torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
-    torch.int64: "si64", torch.int32: "si32", torch.int16: "si16", torch.int8: "si8",
-    torch.uint8: "ui8", torch.bool: "i1",
-    torch.float8_e4m3fn: "f8E4M3FN", torch.float8_e5m2: "f8E5M2", torch.float8_e4m3fnuz: "f8E4M3FNUZ",
-    torch.float8_e5m2fnuz: "f8E5M2FNUZ", torch.float8_e8m0fnu: "f8E8M0FNU",
-}
-_TORCH_SCALAR = {"i64": ("!torch.int", "i64"), "f64": ("!torch.float", "f64"), "i1": ("!torch.bool", "i1")}
-
-
 def vtensor_type(value: Tensor) -> str:
     """The torch dialect's value-tensor type of a builtin tensor value."""
     dims = ",".join("?" if d is None else str(d) for d in value.shape)
-    return f"!torch.vtensor<[{dims}],{_TORCH_ELEMENT[value.dtype]}>"
+    return f"!torch.vtensor<[{dims}],{torch_element_type(value.dtype)}>"
 
 
-def _to_torch(v: "IRVisitor", ssa: str, value: Any) -> str:
+def _to_torch(emit: Emitter, ssa: str, value: Any) -> str:
     """Raw output: torch-dialect functions take torch types; convert a builtin operand."""
-    out = v.ops.fresh("tt")
+    out = emit.fresh("tt")
     if isinstance(value, Tensor):
-        v.ops.op(f"{out} = torch_c.from_builtin_tensor {ssa} : {value.type} -> {vtensor_type(value)}")
+        emit.op(f"{out} = torch_c.from_builtin_tensor {ssa} : {value.type} -> {vtensor_type(value)}")
         return out
-    kind = {bool: "i1", int: "i64", float: "f64"}[_scalar_kind(None, value)]
-    v.ops.op(f"{out} = torch_c.from_{kind} {ssa}")
+    kind = scalar_type_of_python(_scalar_kind(None, value)())
+    emit.op(f"{out} = torch_c.from_{kind} {ssa}")
     return out
 
 
 def _scalar_kind(val: Any, value: Scalar) -> type:
     if isinstance(val, torch.SymBool) or value.type == "i1":
         return bool
-    if isinstance(val, torch.SymFloat) or value.type in ("f64", "f32", "f16", "bf16"):
+    if isinstance(val, torch.SymFloat) or is_float_type(value.type):
         return float
     return int
 
 
-def _named_results(v: "IRVisitor", hint: str, specs: Results) -> Any:
+def _named_results(emit: Emitter, hint: str, specs: Results) -> Any:
     """Tensor values with fresh names for the op's result(s)."""
     if isinstance(specs, tuple):
-        return tuple(_as_value(v.ops.fresh(f"{hint}_{i}_"), spec) for i, spec in enumerate(specs))
-    return _as_value(v.ops.fresh(hint), specs)
+        return tuple(_as_value(emit.fresh(f"{hint}_{i}_"), spec) for i, spec in enumerate(specs))
+    return _as_value(emit.fresh(hint), specs)
 
 
 def _as_value(name: str, spec: ResultSpec | None) -> Tensor:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import fx
@@ -31,6 +31,8 @@ from torch import fx
 from ...errors import HelionMLIRError
 from ...mlir_types import element_type
 from ...output_type import OutputType
+from ..context import RuleContext
+from ..emitter import Emitter
 from ..registry import register_lowering
 from ..values import Scalar, Tensor
 from .aten import (
@@ -43,71 +45,70 @@ from .aten import (
     zero_dim_tensor,
 )
 
-if TYPE_CHECKING:
-    from ..visitor import IRVisitor
-
 aten, prims = torch.ops.aten, torch.ops.prims
 _HALF_TYPES = (torch.float16, torch.bfloat16)
 
 
 @register_lowering(prims.iota.default)
-def lower_iota(v: "IRVisitor", node: fx.Node) -> Tensor:
+def lower_iota(ctx: RuleContext, node: fx.Node) -> Tensor:
     args, kwargs = traced_call(node)
-    length, start, step = (v.value(x) for x in (args[0], kwargs["start"], kwargs["step"]))
+    length, start, step = (ctx.value(x) for x in (args[0], kwargs["start"], kwargs["step"]))
+    emit = ctx.emit
     for what, x in (("length", length), ("start", start), ("step", step)):
         if not isinstance(x, (int, Scalar)) or isinstance(x, bool):
             raise HelionMLIRError(f"iota {what} {x!r} is not an integer")
     dtype = kwargs["dtype"]
-    first, stride = v.ops.index(start), v.ops.index(step)
+    first, stride = emit.index(start), emit.index(step)
 
     def body(_args: list[str], index_of: Callable[[int], str]) -> str:
-        offset = v.ops.binary("arith.muli", Scalar(index_of(0), "index"), stride)
-        return v.ops.convert(v.ops.binary("arith.addi", first, offset), element_type(dtype)).ssa
+        offset = emit.binary("arith.muli", Scalar(index_of(0), "index"), stride)
+        return emit.convert(emit.binary("arith.addi", first, offset), element_type(dtype)).ssa
 
     if isinstance(length, int):
-        return v.ops.elementwise([], (length,), dtype, body, hint="iota")
-    return v.ops.elementwise([], (None,), dtype, body, hint="iota", dynamic_sizes=[v.ops.index(length)])
+        return emit.elementwise([], (length,), dtype, body, hint="iota")
+    return emit.elementwise([], (None,), dtype, body, hint="iota", dynamic_sizes=[emit.index(length)])
 
 
 @register_lowering(aten.scalar_tensor.default)
-def lower_scalar_tensor(v: "IRVisitor", node: fx.Node) -> Any:
+def lower_scalar_tensor(ctx: RuleContext, node: fx.Node) -> Any:
     args, _kwargs = traced_call(node)
-    value = v.value(args[0])
+    value = ctx.value(args[0])
     if not isinstance(value, Scalar):
-        return lower_aten_op(v, node)
+        return lower_aten_op(ctx, node)
     dtype = node.meta["val"].dtype
-    return zero_dim_tensor(v, v.ops.convert(value, element_type(dtype)), [dtype])
+    return zero_dim_tensor(ctx.emit, ctx.emit.convert(value, element_type(dtype)), [dtype])
 
 
 @register_lowering(aten.mean.dim)
-def lower_mean_dim(v: "IRVisitor", node: fx.Node) -> Any:
+def lower_mean_dim(ctx: RuleContext, node: fx.Node) -> Any:
     args, kwargs = traced_call(node)
     bound = bind_to_schema(aten.mean.dim, args, kwargs)
     dtype, dims, keepdim = bound.get("dtype"), bound.get("dim"), bool(bound.get("keepdim", False))
-    raw = v.importer.output_type is OutputType.RAW
+    raw = ctx.output_type is OutputType.RAW
     if dtype is None and raw:
-        return lower_aten_op(v, node)
+        return lower_aten_op(ctx, node)
     dims = [dims] if isinstance(dims, int) else dims
     with twin_node(node, aten.mean.dim, (bound["self"], dims, keepdim), {}) as plain:
-        x = input_values(v, plain)[0]  # only the in-bounds lanes of a ragged tile
+        x = input_values(ctx, plain)[0]  # only the in-bounds lanes of a ragged tile
     if not isinstance(x, Tensor):
         raise HelionMLIRError(f"mean of {x!r}, which is not a tensor")
+    emit = ctx.emit
     if dtype is not None:
-        x = v.ops.cast(x, dtype)
+        x = emit.cast(x, dtype)
     reduced = sorted({d % max(x.rank, 1) for d in dims}) if dims else list(range(x.rank))
     if raw or all(x.shape[d] is not None for d in reduced):
-        return import_aten_call(v, node, aten.mean.dim, (x, dims, keepdim))
+        return import_aten_call(ctx, node, aten.mean.dim, (x, dims, keepdim))
     accumulate = torch.float32 if x.dtype in _HALF_TYPES else x.dtype
-    total = import_aten_call(v, node, aten.sum.dim_IntList, (x, dims, keepdim), {"dtype": accumulate})
-    count = zero_dim_tensor(v, _element_count(v, x, reduced, element_type(accumulate)), [accumulate])
-    return v.ops.cast(import_aten_call(v, node, aten.div.Tensor, (total, count)), x.dtype)
+    total = import_aten_call(ctx, node, aten.sum.dim_IntList, (x, dims, keepdim), {"dtype": accumulate})
+    count = zero_dim_tensor(emit, _element_count(emit, x, reduced, element_type(accumulate)), [accumulate])
+    return emit.cast(import_aten_call(ctx, node, aten.div.Tensor, (total, count)), x.dtype)
 
 
-def _element_count(v: "IRVisitor", x: Tensor, dims: list[int], elt: str) -> Scalar:
+def _element_count(emit: Emitter, x: Tensor, dims: list[int], elt: str) -> Scalar:
     """The number of elements of ``x`` along ``dims`` (read at run time), as an ``elt`` scalar."""
     count: Scalar | int = math.prod(x.shape[d] for d in dims if x.shape[d] is not None)
     for d in dims:
         if x.shape[d] is None:
-            size = v.ops.index(v.ops.dim(x, d))
-            count = size if count == 1 else v.ops.binary("arith.muli", v.ops.index(count), size)
-    return v.ops.convert(count, elt)
+            size = emit.index(emit.dim(x, d))
+            count = size if count == 1 else emit.binary("arith.muli", emit.index(count), size)
+    return emit.convert(count, elt)

@@ -13,20 +13,19 @@ back) packs its pair dimension into one byte, low nibble first.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import fx
 
 from ...mlir_types import LOW_PRECISION_FLOATS, PACKED_PAIR_DTYPES, element_type
+from ..context import RuleContext
+from ..emitter import Emitter
 from ..helion_compat import original_args
 from ..registry import register_lowering
 from ..values import Tensor
 from .aten import lower_aten_op
 from .views import expand_dims
-
-if TYPE_CHECKING:
-    from ..visitor import IRVisitor
 
 _BYTE_DTYPES = (torch.uint8, torch.int8)
 _NIBBLE = 4  # bits per value of a packed pair
@@ -43,95 +42,93 @@ def _is_low_precision(dtype: torch.dtype) -> bool:
 
 
 @register_lowering(torch.ops.prims.convert_element_type.default, torch.ops.aten._to_copy.default)
-def lower_convert(v: "IRVisitor", node: fx.Node) -> Any:
+def lower_convert(ctx: RuleContext, node: fx.Node) -> Any:
     """``x.to(dtype)``: torch's conversion rules for 8-bit floats, torch-mlir for the rest."""
     source = _traced_args(node)[0]
-    value = v.tensor(source) if isinstance(source, fx.Node) else None
+    value = ctx.tensor(source) if isinstance(source, fx.Node) else None
     result = node.meta["val"]
     if value is None or not any(_is_low_precision(d) for d in (value.dtype, result.dtype)):
-        return lower_aten_op(v, node)
-    return v.ops.cast(value, result.dtype)
+        return lower_aten_op(ctx, node)
+    return ctx.emit.cast(value, result.dtype)
 
 
 @register_lowering(torch.ops.aten.view.dtype)
-def lower_view_dtype(v: "IRVisitor", node: fx.Node) -> Any:
+def lower_view_dtype(ctx: RuleContext, node: fx.Node) -> Any:
     """``x.view(dtype)``: the same bits read as another dtype of the same width."""
-    source = v.tensor(_traced_args(node)[0])
+    source = ctx.tensor(_traced_args(node)[0])
     target: torch.dtype = node.meta["val"].dtype
+    emit = ctx.emit
     if source.dtype in PACKED_PAIR_DTYPES and target in _BYTE_DTYPES:
-        return _pack_pairs(v, source, target)
+        return _pack_pairs(emit, source, target)
     if target in PACKED_PAIR_DTYPES and source.dtype in _BYTE_DTYPES:
-        return _unpack_pairs(v, source, target)
+        return _unpack_pairs(emit, source, target)
     if source.dtype.itemsize != target.itemsize or PACKED_PAIR_DTYPES & {source.dtype, target}:
-        return lower_aten_op(v, node)  # a view that changes the last dimension
+        return lower_aten_op(ctx, node)  # a view that changes the last dimension
     src, dst = element_type(source.dtype), element_type(target)
     if src == dst:  # int8 <-> uint8: both signless i8
         return Tensor(source.ssa, source.shape, target)
 
     def body(args: list[str], _index: Callable[[int], str]) -> str:
-        out = v.ops.fresh("bits")
-        v.ops.op(f"{out} = arith.bitcast {args[0]} : {src} to {dst}")
+        out = emit.assign("bits", f"arith.bitcast {args[0]} : {src} to {dst}")
         return out
 
-    return v.ops.elementwise([source], source.shape, target, body, hint="view")
+    return emit.elementwise([source], source.shape, target, body, hint="view")
 
 
-def _pair_half(v: "IRVisitor", pairs: Tensor, which: int) -> Tensor:
+def _pair_half(emit: Emitter, pairs: Tensor, which: int) -> Tensor:
     """The low (0) or high (1) value of every pair: the pair dimension sliced away."""
     shape = pairs.shape[:-1]
     rank = pairs.rank
     offsets = ", ".join(["0"] * (rank - 1) + [str(which)])
-    sizes = ", ".join([str(s) if s is not None else v.ops.dim(pairs, i).ssa for i, s in enumerate(shape)] + ["1"])  # type: ignore[union-attr]
-    result = Tensor(v.ops.fresh("half"), shape, pairs.dtype)
-    v.ops.op(
+    sizes = ", ".join([str(s) if s is not None else emit.dim(pairs, i).ssa for i, s in enumerate(shape)] + ["1"])  # type: ignore[union-attr]
+    result = Tensor(emit.fresh("half"), shape, pairs.dtype)
+    emit.op(
         f"{result.ssa} = tensor.extract_slice {pairs.ssa}[{offsets}] [{sizes}] [{', '.join(['1'] * rank)}] "
         f": {pairs.type} to {result.type}"
     )
     return result
 
 
-def unpack_pair_halves(v: "IRVisitor", pairs: Tensor) -> tuple[Tensor, Tensor]:
+def unpack_pair_halves(emit: Emitter, pairs: Tensor) -> tuple[Tensor, Tensor]:
     """The low and high values of a packed tile, each without the pair dimension (same dtype)."""
-    return _pair_half(v, pairs, 0), _pair_half(v, pairs, 1)
+    return _pair_half(emit, pairs, 0), _pair_half(emit, pairs, 1)
 
 
-def _pack_pairs(v: "IRVisitor", pairs: Tensor, target: torch.dtype) -> Tensor:
-    low, high = unpack_pair_halves(v, pairs)
+def _pack_pairs(emit: Emitter, pairs: Tensor, target: torch.dtype) -> Tensor:
+    low, high = unpack_pair_halves(emit, pairs)
     packed_type = element_type(pairs.dtype)
 
     def body(args: list[str], _index: Callable[[int], str]) -> str:
         nibbles = []
         for arg in args:
-            bits = v.ops.fresh("nibble")
-            v.ops.op(f"{bits} = arith.bitcast {arg} : {packed_type} to i{_NIBBLE}")
-            wide = v.ops.fresh("nibble")
-            v.ops.op(f"{wide} = arith.extui {bits} : i{_NIBBLE} to i8")
+            bits = emit.assign("nibble", f"arith.bitcast {arg} : {packed_type} to i{_NIBBLE}")
+            wide = emit.assign("nibble", f"arith.extui {bits} : i{_NIBBLE} to i8")
             nibbles.append(wide)
-        shifted = v.ops.fresh("high")
-        v.ops.op(f"{shifted} = arith.shli {nibbles[1]}, {v.ops.const(_NIBBLE, 'i8').ssa} : i8")
-        byte = v.ops.fresh("byte")
-        v.ops.op(f"{byte} = arith.ori {nibbles[0]}, {shifted} : i8")
+        shifted = emit.assign("high", f"arith.shli {nibbles[1]}, {emit.const(_NIBBLE, 'i8').ssa} : i8")
+        byte = emit.assign("byte", f"arith.ori {nibbles[0]}, {shifted} : i8")
         return byte
 
-    return v.ops.elementwise([low, high], low.shape, target, body, hint="bytes")
+    return emit.elementwise([low, high], low.shape, target, body, hint="bytes")
 
 
-def _unpack_pairs(v: "IRVisitor", source: Tensor, target: torch.dtype) -> Tensor:
+def float4_in_byte(emit: Emitter, byte: str, shift: str, fp4_type: str) -> str:
+    """The float4 value in the nibble of ``byte`` (an ``i8``) that starts at bit ``shift``
+    (an ``index``: 0 for the low nibble, 4 for the high one)."""
+    amount = emit.assign("shift", f"arith.index_cast {shift} : index to i8")
+    moved = emit.assign("nibble", f"arith.shrui {byte}, {amount} : i8")
+    bits = emit.assign("nibble", f"arith.trunci {moved} : i8 to i{_NIBBLE}")
+    value = emit.assign("fp4", f"arith.bitcast {bits} : i{_NIBBLE} to {fp4_type}")
+    return value
+
+
+def _unpack_pairs(emit: Emitter, source: Tensor, target: torch.dtype) -> Tensor:
     packed_type = element_type(target)
     shape = (*source.shape, 2)
 
     def body(args: list[str], index: Callable[[int], str]) -> str:
-        shift = v.ops.fresh("shift")  # 0 for the low value, 4 for the high one
-        v.ops.op(f"{shift} = affine.apply affine_map<(d) -> (d * {_NIBBLE})>({index(len(shape) - 1)})")
-        amount = v.ops.fresh("shift")
-        v.ops.op(f"{amount} = arith.index_cast {shift} : index to i8")
-        moved = v.ops.fresh("nibble")
-        v.ops.op(f"{moved} = arith.shrui {args[0]}, {amount} : i8")
-        bits = v.ops.fresh("nibble")
-        v.ops.op(f"{bits} = arith.trunci {moved} : i8 to i{_NIBBLE}")
-        value = v.ops.fresh("fp4")
-        v.ops.op(f"{value} = arith.bitcast {bits} : i{_NIBBLE} to {packed_type}")
-        return value
+        shift = emit.fresh("shift")  # 0 for the low value, 4 for the high one
+        emit.op(f"{shift} = affine.apply affine_map<(d) -> (d * {_NIBBLE})>({index(len(shape) - 1)})")
+        return float4_in_byte(emit, args[0], shift, packed_type)
 
-    expanded = expand_dims(v, source, [source.rank])
-    return v.ops.elementwise([expanded], shape, target, body, hint="pairs")
+    expanded = expand_dims(emit, source, [source.rank])
+    return emit.elementwise([expanded], shape, target, body, hint="pairs")

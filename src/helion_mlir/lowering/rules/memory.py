@@ -13,7 +13,7 @@ scatter element by element with Helion's Cartesian-product semantics; atomics
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from helion.language import memory_ops
@@ -21,12 +21,14 @@ from torch import fx
 
 from ...errors import HelionMLIRError
 from ...mlir_types import PACKED_PAIR_DTYPES, element_type
+from ..context import RuleContext
+from ..emitter import Emitter
 from ..indexing import (
+    AccessKind,
     DimAccess,
     add_new_axes,
     extract_valid,
     host_accesses,
-    host_operand,
     pad_to_tile,
     resolve_index,
     specialized_sizes,
@@ -37,14 +39,11 @@ from ..indexing import (
     value_shape,
 )
 from ..registry import register_lowering
-from ..values import HostRef, Scalar, Tensor
+from ..values import HostTensor, Scalar, Tensor
 from .views import expand_dims, subscript_value
 
-if TYPE_CHECKING:
-    from ..visitor import IRVisitor
 
-
-def _insert_element(v: "IRVisitor", element: str, dest: Tensor, coords: list[str]) -> str:
+def _insert_element(emit: Emitter, element: str, dest: Tensor, coords: list[str]) -> str:
     """Store one element into ``dest`` as a one-element ``tensor.insert_slice``.
 
     Not ``tensor.insert``: IREE 3.13's runtime transfers a row stride plus one element for a
@@ -52,16 +51,15 @@ def _insert_element(v: "IRVisitor", element: str, dest: Tensor, coords: list[str
     (docs/downstream.md); the slice form reads the same to every consumer.
     """
     piece_type = f"tensor<{'1x' * dest.rank}{element_type(dest.dtype)}>"
-    piece = v.ops.fresh("elt")
-    v.ops.op(f"{piece} = tensor.from_elements {element} : {piece_type}")
-    stored = v.ops.fresh("ins")
+    piece = emit.assign("elt", f"tensor.from_elements {element} : {piece_type}")
+    stored = emit.fresh("ins")
     ones = ", ".join(["1"] * dest.rank)
-    v.ops.op(f"{stored} = tensor.insert_slice {piece} into {dest.ssa}[{', '.join(coords)}] [{ones}] [{ones}]"
+    emit.op(f"{stored} = tensor.insert_slice {piece} into {dest.ssa}[{', '.join(coords)}] [{ones}] [{ones}]"
              f" : {piece_type} into {dest.type}")
     return stored
 
 
-def _coordinates(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess], index_of: Callable[[int], str],
+def _coordinates(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], index_of: Callable[[int], str],
                  index_elements: dict[int, str]) -> list[str]:
     """Host coordinates of the value lane at ``index_of`` (clamped in bounds; masked lanes are
     discarded by the caller). ``index_elements`` maps access position -> index-tensor element."""
@@ -69,40 +67,35 @@ def _coordinates(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess], in
     out_dim = 0
     host_axis = 0
     for pos, a in enumerate(accesses):
-        if a.kind == "newaxis":
+        if a.kind is AccessKind.NEWAXIS:
             out_dim += 1
             continue
-        if a.kind == "scalar":
-            coords.append(v.ops.index(a.offset).ssa)
-        elif a.kind == "slice":
+        if a.kind is AccessKind.SCALAR:
+            coords.append(emit.index(a.offset).ssa)
+        elif a.kind is AccessKind.SLICE:
             lane = index_of(out_dim)
             if a.step != 1:
-                scaled = v.ops.fresh("lane")
-                v.ops.op(f"{scaled} = arith.muli {lane}, {v.ops.index(a.step).ssa} : index")
+                scaled = emit.assign("lane", f"arith.muli {lane}, {emit.index(a.step).ssa} : index")
                 lane = scaled
-            pos_ssa = v.ops.fresh("pos")
-            v.ops.op(f"{pos_ssa} = arith.addi {v.ops.index(a.offset).ssa}, {lane} : index")
-            coords.append(_clamp(v, pos_ssa, host, host_axis) if a.padded else pos_ssa)
+            pos_ssa = emit.assign("pos", f"arith.addi {emit.index(a.offset).ssa}, {lane} : index")
+            coords.append(clamp_index(emit, pos_ssa, host, host_axis) if a.padded else pos_ssa)
             out_dim += 1
         else:  # tensor
             assert a.index is not None
             raw = index_elements[pos]
-            as_index = v.ops.fresh("idx")
-            v.ops.op(f"{as_index} = arith.index_cast {raw} : {element_type(a.index.dtype)} to index")
-            coords.append(_clamp(v, as_index, host, host_axis))
+            as_index = emit.assign("idx", f"arith.index_cast {raw} : {element_type(a.index.dtype)} to index")
+            coords.append(clamp_index(emit, as_index, host, host_axis))
             out_dim += a.index.rank
         host_axis += 1
     return coords
 
 
-def _clamp(v: "IRVisitor", ssa: str, host: Tensor, axis: int) -> str:
-    size = v.ops.index(v.ops.dim(host, axis))
-    last = v.ops.fresh("last")
-    v.ops.op(f"{last} = arith.subi {size.ssa}, {v.ops.index(1).ssa} : index")
-    low = v.ops.fresh("clamp")
-    v.ops.op(f"{low} = arith.maxsi {ssa}, {v.ops.index(0).ssa} : index")
-    high = v.ops.fresh("clamp")
-    v.ops.op(f"{high} = arith.minsi {low}, {last} : index")
+def clamp_index(emit: Emitter, ssa: str, host: Tensor, axis: int) -> str:
+    """The ``index`` value ``ssa`` clamped into ``[0, size)`` of ``host``'s dimension ``axis``."""
+    size = emit.index(emit.dim(host, axis))
+    last = emit.assign("last", f"arith.subi {size.ssa}, {emit.index(1).ssa} : index")
+    low = emit.assign("clamp", f"arith.maxsi {ssa}, {emit.index(0).ssa} : index")
+    high = emit.assign("clamp", f"arith.minsi {low}, {last} : index")
     return high
 
 
@@ -114,9 +107,9 @@ def _index_tensor_maps(accesses: Sequence[DimAccess], rank: int) -> tuple[list[T
     dims = [f"d{i}" for i in range(rank)]
     out_dim = 0
     for pos, a in enumerate(accesses):
-        if a.kind in ("slice", "newaxis"):
+        if a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS):
             out_dim += 1
-        elif a.kind == "tensor":
+        elif a.kind is AccessKind.TENSOR:
             assert a.index is not None
             sel = dims[out_dim: out_dim + a.index.rank]
             which[pos] = len(tensors)
@@ -126,172 +119,176 @@ def _index_tensor_maps(accesses: Sequence[DimAccess], rank: int) -> tuple[list[T
     return tensors, maps, which
 
 
-def gather(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess], fill: Any = 0) -> Tensor:
+def gather(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], fill: Any = 0) -> Tensor:
     """A load with tensor indices: one ``tensor.extract`` per lane inside a ``linalg.generic``."""
     out_shape = value_shape(accesses)
     rank = len(out_shape)
     tensors, maps, which = _index_tensor_maps(accesses, rank)
     dims = [f"d{i}" for i in range(rank)]
     maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>")
-    init = v.ops.empty(out_shape, host.dtype, value_dynamic_sizes(v, accesses))
-    result = Tensor(v.ops.fresh("gather"), tuple(out_shape), host.dtype)
+    init = emit.empty(out_shape, host.dtype, value_dynamic_sizes(emit, accesses))
+    result = Tensor(emit.fresh("gather"), tuple(out_shape), host.dtype)
     ins = f" ins({', '.join(t.ssa for t in tensors)} : {', '.join(t.type for t in tensors)})" if tensors else ""
     iterators = ", ".join(['"parallel"'] * rank)
     header = (f"{result.ssa} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iterators}]}}"
               f"{ins} outs({init.ssa} : {init.type}) {{")
-    block_args = [v.ops.fresh("ix") for _ in tensors]
-    out_arg = v.ops.fresh("out")
+    block_args = [emit.fresh("ix") for _ in tensors]
+    out_arg = emit.fresh("out")
     decls = ", ".join([f"{b}: {element_type(t.dtype)}" for b, t in zip(block_args, tensors)] + [f"{out_arg}: {element_type(host.dtype)}"])
     cache: dict[int, str] = {}
 
     def index_of(d: int) -> str:
         if d not in cache:
-            cache[d] = v.ops.fresh("i")
-            v.ops.op(f"{cache[d]} = linalg.index {d} : index")
+            cache[d] = emit.fresh("i")
+            emit.op(f"{cache[d]} = linalg.index {d} : index")
         return cache[d]
 
-    with v.ops.region(header, f"}} -> {result.type}"):
-        v.builder.emit(f"^bb0({decls}):")
-        coords = _coordinates(v, host, accesses, index_of, {pos: block_args[i] for pos, i in which.items()})
-        elem = v.ops.fresh("elt")
-        v.ops.op(f"{elem} = tensor.extract {host.ssa}[{', '.join(coords)}] : {host.type}")
-        cond = valid_lane_condition(v, accesses, index_of)
+    with emit.region(header, f"}} -> {result.type}"):
+        emit.block_header(decls)
+        coords = _coordinates(emit, host, accesses, index_of, {pos: block_args[i] for pos, i in which.items()})
+        elem = emit.assign("elt", f"tensor.extract {host.ssa}[{', '.join(coords)}] : {host.type}")
+        cond = valid_lane_condition(emit, accesses, index_of)
         if cond is not None:
-            fill_c = v.ops.const(fill, element_type(host.dtype))
-            sel = v.ops.fresh("sel")
-            v.ops.op(f"{sel} = arith.select {cond}, {elem}, {fill_c.ssa} : {element_type(host.dtype)}")
+            fill_c = emit.const(fill, element_type(host.dtype))
+            sel = emit.assign("sel", f"arith.select {cond}, {elem}, {fill_c.ssa} : {element_type(host.dtype)}")
             elem = sel
-        v.ops.op(f"linalg.yield {elem} : {element_type(host.dtype)}")
+        emit.op(f"linalg.yield {elem} : {element_type(host.dtype)}")
     return result
 
 
-def load_value(v: "IRVisitor", host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
-    if any(a.kind == "tensor" for a in accesses):
-        return gather(v, host, accesses)
-    valid = extract_valid(v, host, accesses)
-    return add_new_axes(v, pad_to_tile(v, valid, accesses), accesses)
+def load_value(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+    if any(a.kind is AccessKind.TENSOR for a in accesses):
+        return gather(emit, host, accesses)
+    valid = extract_valid(emit, host, accesses)
+    return add_new_axes(emit, pad_to_tile(emit, valid, accesses), accesses)
 
 
-def _mask_for(v: "IRVisitor", mask: Tensor, value: Tensor) -> Tensor:
+def _mask_for(emit: Emitter, mask: Tensor, value: Tensor) -> Tensor:
     """``mask`` as it lines up with ``value``: one entry per pair of a packed value."""
     if value.dtype not in PACKED_PAIR_DTYPES:
         return mask
-    return v.ops.broadcast_to(expand_dims(v, mask, [mask.rank]), value.shape)
+    return emit.broadcast_to(expand_dims(emit, mask, [mask.rank]), value.shape)
 
 
-def _apply_extra_mask(v: "IRVisitor", value: Tensor, mask_arg: Any, fill: Any = 0) -> Tensor:
-    if mask_arg is None:
+def _apply_extra_mask(emit: Emitter, value: Tensor, mask: Tensor | None, fill: Any = 0) -> Tensor:
+    if mask is None:
         return value
-    mask = _mask_for(v, v.tensor(mask_arg), value)
-    fill_c = v.ops.const(fill, element_type(value.dtype))
+    mask = _mask_for(emit, mask, value)
+    fill_c = emit.const(fill, element_type(value.dtype))
 
     def body(args: list[str], _i: Callable[[int], str]) -> str:
-        cond = truthy(v, args[1], mask.dtype)
-        out = v.ops.fresh("m")
-        v.ops.op(f"{out} = arith.select {cond}, {args[0]}, {fill_c.ssa} : {element_type(value.dtype)}")
+        cond = truthy(emit, args[1], mask.dtype)
+        out = emit.assign("m", f"arith.select {cond}, {args[0]}, {fill_c.ssa} : {element_type(value.dtype)}")
         return out
 
-    return v.ops.elementwise([value, mask], value.shape, value.dtype, body, hint="masked")
+    return emit.elementwise([value, mask], value.shape, value.dtype, body, hint="masked")
 
 
-def truthy(v: "IRVisitor", ssa: str, dtype: torch.dtype) -> str:
+def truthy(emit: Emitter, ssa: str, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return ssa
-    lines_zero = v.ops.const(0, element_type(dtype))
-    out = v.ops.fresh("t")
+    lines_zero = emit.const(0, element_type(dtype))
+    out = emit.fresh("t")
     pred = "cmpf une" if dtype.is_floating_point else "cmpi ne"
-    v.ops.op(f"{out} = arith.{pred}, {ssa}, {lines_zero.ssa} : {element_type(dtype)}")
+    emit.op(f"{out} = arith.{pred}, {ssa}, {lines_zero.ssa} : {element_type(dtype)}")
     return out
 
 
+def _mask_arg(ctx: RuleContext, node: fx.Node, position: int) -> Tensor | None:
+    """The optional ``extra_mask`` operand at ``position``."""
+    return ctx.tensor(node.args[position]) if len(node.args) > position and node.args[position] is not None else None
+
+
+def accesses_of(ctx: RuleContext, host: HostTensor, index: Any, value_arg: Any) -> list[DimAccess]:
+    """How ``index`` addresses ``host``, for a value shaped like ``value_arg``'s meta."""
+    meta = value_arg.meta.get("val") if isinstance(value_arg, fx.Node) else None
+    return resolve_index(ctx, host.value, index, list(meta.shape) if isinstance(meta, torch.Tensor) else None,
+                         specialized_sizes(ctx, host.name, host.value))
+
+
 @register_lowering(memory_ops.load)
-def lower_load(v: "IRVisitor", node: fx.Node) -> Tensor:
-    source = v.value(node.args[0])
-    if isinstance(source, Tensor):  # indexing a device value, e.g. tile.index[:, None]
-        return subscript_value(v, source, list(node.args[1]))
-    name, host = host_operand(v, node.args[0])
-    val = node.meta.get("val")
-    accesses = resolve_index(v, host, node.args[1], list(val.shape) if isinstance(val, torch.Tensor) else None,
-                             specialized_sizes(v, name, host))
-    value = load_value(v, host, accesses)
-    extra_mask = node.args[2] if len(node.args) > 2 else None
-    return _apply_extra_mask(v, value, extra_mask)
+def lower_load(ctx: RuleContext, node: fx.Node) -> Tensor:
+    host = ctx.host(node.args[0])
+    if host is None:  # indexing a device value, e.g. tile.index[:, None]
+        source = ctx.value(node.args[0])
+        if not isinstance(source, Tensor):
+            raise HelionMLIRError("memory operations need a host tensor as their first argument")
+        return subscript_value(ctx.emit, source, list(node.args[1]))
+    value = load_value(ctx.emit, host.value, accesses_of(ctx, host, node.args[1], node))
+    return _apply_extra_mask(ctx.emit, value, _mask_arg(ctx, node, 2))
 
 
-def value_to_store(v: "IRVisitor", arg: Any, host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+def value_to_store(emit: Emitter, value: Any, host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+    """A lowered value (a tensor, or a number to fill with) shaped and typed for the lanes ``accesses`` address."""
     shape = value_shape(accesses)
-    value = v.value(arg)
-    if isinstance(value, HostRef):
-        value = v.state[value.name]
     if isinstance(value, (int, float, bool, Scalar)):
-        return v.ops.fill(shape, host.dtype, value)
+        return emit.fill(shape, host.dtype, value)
     if not isinstance(value, Tensor):
         raise HelionMLIRError(f"cannot store {value!r}")
-    value = v.ops.cast(value, host.dtype)
+    value = emit.cast(value, host.dtype)
     lead = len(shape) - value.rank
     # A dynamic target dim takes the value's own size there.
     shape = [s if s is not None or i < lead else value.shape[i - lead] for i, s in enumerate(shape)]
     if lead > 0 or any(a != b for a, b in zip(value.shape, shape[lead:])):
-        value = v.ops.broadcast_to(value, shape)
+        value = emit.broadcast_to(value, shape)
     return value
 
 
-def valid_region(v: "IRVisitor", value: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+def valid_region(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
     """The in-bounds lanes of a tile-shaped value."""
-    slices = [a for a in accesses if a.kind == "slice"]
+    slices = [a for a in accesses if a.kind is AccessKind.SLICE]
     if not any(a.padded for a in slices):
         return value
     zeros = ", ".join("0" for _ in slices)
     sizes = ", ".join(ssa_or_int(a.extent) for a in slices)
     ones = ", ".join("1" for _ in slices)
     shape = tuple(a.extent if isinstance(a.extent, int) else None for a in slices)
-    result = Tensor(v.ops.fresh("valid"), shape, value.dtype)
-    v.ops.op(f"{result.ssa} = tensor.extract_slice {value.ssa}[{zeros}] [{sizes}] [{ones}] : {value.type} to {result.type}")
+    result = Tensor(emit.fresh("valid"), shape, value.dtype)
+    emit.op(f"{result.ssa} = tensor.extract_slice {value.ssa}[{zeros}] [{sizes}] [{ones}] : {value.type} to {result.type}")
     return result
 
 
-def insert_valid(v: "IRVisitor", dest: Tensor, valid: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+def insert_valid(emit: Emitter, dest: Tensor, valid: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
     hosts = host_accesses(accesses)
     offsets = ", ".join(ssa_or_int(a.offset) for a in hosts)
-    sizes = ", ".join(ssa_or_int(a.extent) if a.kind == "slice" else "1" for a in hosts)
-    strides = ", ".join(str(a.step) if a.kind == "slice" else "1" for a in hosts)
-    result = dest.renamed(v.ops.fresh("stored"))
-    v.ops.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {dest.ssa}[{offsets}] [{sizes}] [{strides}] : {valid.type} into {dest.type}")
+    sizes = ", ".join(ssa_or_int(a.extent) if a.kind is AccessKind.SLICE else "1" for a in hosts)
+    strides = ", ".join(str(a.step) if a.kind is AccessKind.SLICE else "1" for a in hosts)
+    result = dest.renamed(emit.fresh("stored"))
+    emit.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {dest.ssa}[{offsets}] [{sizes}] [{strides}] : {valid.type} into {dest.type}")
     return result
 
 
-def _select_tensors(v: "IRVisitor", mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
+def _select_tensors(emit: Emitter, mask: Tensor, a: Tensor, b: Tensor) -> Tensor:
     def body(args: list[str], _i: Callable[[int], str]) -> str:
-        cond = truthy(v, args[0], mask.dtype)
-        out = v.ops.fresh("sel")
-        v.ops.op(f"{out} = arith.select {cond}, {args[1]}, {args[2]} : {element_type(a.dtype)}")
+        cond = truthy(emit, args[0], mask.dtype)
+        out = emit.assign("sel", f"arith.select {cond}, {args[1]}, {args[2]} : {element_type(a.dtype)}")
         return out
 
-    return v.ops.elementwise([mask, a, b], a.shape, a.dtype, body, hint="select")
+    return emit.elementwise([mask, a, b], a.shape, a.dtype, body, hint="select")
 
 
-@register_lowering(memory_ops.store)
-def lower_store(v: "IRVisitor", node: fx.Node) -> None:
-    name, dest = host_operand(v, node.args[0])
-    index = node.args[1]
+@register_lowering(memory_ops.store, writes=0)
+def lower_store(ctx: RuleContext, node: fx.Node) -> None:
+    """``x[index] = value``: the destination's new value is the old one with the
+    addressed lanes replaced (in-bounds lanes of a tile; element by element for a scatter)."""
+    host = ctx.destination
+    dest = host.value
     value_node = node.args[2]
-    value_meta = value_node.meta.get("val") if isinstance(value_node, fx.Node) else None
-    accesses = resolve_index(v, dest, index, list(value_meta.shape) if isinstance(value_meta, torch.Tensor) else None,
-                             specialized_sizes(v, name, dest))
-    if any(a.kind == "newaxis" for a in accesses):
+    accesses = accesses_of(ctx, host, node.args[1], value_node)
+    if any(a.kind is AccessKind.NEWAXIS for a in accesses):
         raise HelionMLIRError("stores through a None (new axis) index are not supported")
-    extra_mask = node.args[3] if len(node.args) > 3 else None
-    value = value_to_store(v, value_node, dest, accesses)
-    if any(a.kind == "tensor" for a in accesses):
-        mask = v.ops.broadcast_to(_mask_for(v, v.tensor(extra_mask), value), value.shape) if extra_mask is not None else None
-        v.state[name] = scatter(v, dest, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0]
+    emit = ctx.emit
+    value = value_to_store(emit, ctx.value(value_node), dest, accesses)
+    extra_mask = _mask_arg(ctx, node, 3)
+    if any(a.kind is AccessKind.TENSOR for a in accesses):
+        mask = emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
+        ctx.write(scatter(emit, dest, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0])
         return None
-    valid = valid_region(v, value, accesses)
+    valid = valid_region(emit, value, accesses)
     if extra_mask is not None:
-        mask = valid_region(v, v.ops.broadcast_to(_mask_for(v, v.tensor(extra_mask), value), value.shape), accesses)
-        old = extract_valid(v, dest, accesses)
-        valid = _select_tensors(v, mask, valid, old)
-    v.state[name] = insert_valid(v, dest, valid, accesses)
+        mask = valid_region(emit, emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape), accesses)
+        valid = _select_tensors(emit, mask, valid, extract_valid(emit, dest, accesses))
+    ctx.write(insert_valid(emit, dest, valid, accesses))
     return None
 
 
@@ -299,14 +296,14 @@ def lower_store(v: "IRVisitor", node: fx.Node) -> None:
 Combine = Callable[[str, str, str], str]
 
 
-def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: Tensor, mask: Tensor | None,
+def scatter(emit: Emitter, dest: Tensor, accesses: Sequence[DimAccess], value: Tensor, mask: Tensor | None,
             combine: Combine, extra: Tensor | None = None, *, keep_old: bool = True) -> tuple[Tensor, Tensor | None]:
     """Visit every in-bounds lane of ``value`` in order; write ``combine(old, new, extra)`` at its
     host coordinates. Returns the new destination and, with ``keep_old``, a tile of the old
     values (without it, no tile is built or carried through the lane loops)."""
     shape = value_shape(accesses)
     elt = element_type(dest.dtype)
-    olds = [v.ops.fill(shape, dest.dtype, 0, value_dynamic_sizes(v, accesses))] if keep_old else []
+    olds = [emit.fill(shape, dest.dtype, 0, value_dynamic_sizes(emit, accesses))] if keep_old else []
     carried_in: list[Any] = [dest] + olds
     extents = value_extents(accesses)
 
@@ -317,7 +314,7 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
         def body(iv: Scalar, cur: list[Any]) -> list[Any]:
             return nest(depth + 1, ivs + [iv], cur)
 
-        return v.ops.for_loop(0, extents[depth], 1, carried, body, hint="lane")
+        return emit.for_loop(0, extents[depth], 1, carried, body, hint="lane")
 
     def element(ivs: list[Scalar], carried: list[Any]) -> list[Any]:
         cur_dest = carried[0]
@@ -325,39 +322,32 @@ def scatter(v: "IRVisitor", dest: Tensor, accesses: Sequence[DimAccess], value: 
         index_elements: dict[int, str] = {}
         out_dim = 0
         for pos, a in enumerate(accesses):
-            if a.kind == "tensor":
+            if a.kind is AccessKind.TENSOR:
                 assert a.index is not None
                 sel = ", ".join(iv.ssa for iv in ivs[out_dim: out_dim + a.index.rank])
-                ie = v.ops.fresh("ie")
-                v.ops.op(f"{ie} = tensor.extract {a.index.ssa}[{sel}] : {a.index.type}")
+                ie = emit.assign("ie", f"tensor.extract {a.index.ssa}[{sel}] : {a.index.type}")
                 index_elements[pos] = ie
                 out_dim += a.index.rank
-            elif a.kind in ("slice", "newaxis"):
+            elif a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS):
                 out_dim += 1
-        coords = _coordinates(v, cur_dest, accesses, lambda d: ivs[d].ssa, index_elements)
+        coords = _coordinates(emit, cur_dest, accesses, lambda d: ivs[d].ssa, index_elements)
         coord_text = ", ".join(coords)
-        new = v.ops.fresh("new")
-        v.ops.op(f"{new} = tensor.extract {value.ssa}[{lanes}] : {value.type}")
-        old = v.ops.fresh("old")
-        v.ops.op(f"{old} = tensor.extract {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
+        new = emit.assign("new", f"tensor.extract {value.ssa}[{lanes}] : {value.type}")
+        old = emit.assign("old", f"tensor.extract {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
         extra_elt = None
         if extra is not None:
-            extra_elt = v.ops.fresh("x")
-            v.ops.op(f"{extra_elt} = tensor.extract {extra.ssa}[{lanes}] : {extra.type}")
+            extra_elt = emit.assign("x", f"tensor.extract {extra.ssa}[{lanes}] : {extra.type}")
         combined = combine(old, new, extra_elt or "")
         if mask is not None:
-            m = v.ops.fresh("mk")
-            v.ops.op(f"{m} = tensor.extract {mask.ssa}[{lanes}] : {mask.type}")
-            cond = truthy(v, m, mask.dtype)
-            keep = v.ops.fresh("keep")
-            v.ops.op(f"{keep} = arith.select {cond}, {combined}, {old} : {elt}")
+            m = emit.assign("mk", f"tensor.extract {mask.ssa}[{lanes}] : {mask.type}")
+            cond = truthy(emit, m, mask.dtype)
+            keep = emit.assign("keep", f"arith.select {cond}, {combined}, {old} : {elt}")
             combined = keep
-        stored = _insert_element(v, combined, cur_dest, coords)
+        stored = _insert_element(emit, combined, cur_dest, coords)
         updated = [cur_dest.renamed(stored)]
         if keep_old:
             cur_olds = carried[1]
-            rec = v.ops.fresh("rec")
-            v.ops.op(f"{rec} = tensor.insert {old} into {cur_olds.ssa}[{lanes}] : {cur_olds.type}")
+            rec = emit.assign("rec", f"tensor.insert {old} into {cur_olds.ssa}[{lanes}] : {cur_olds.type}")
             updated.append(Tensor(rec, cur_olds.shape, cur_olds.dtype))
         return updated
 

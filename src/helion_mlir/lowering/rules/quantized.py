@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from helion.language import quantized_ops
@@ -26,137 +26,119 @@ from torch import fx
 
 from ...errors import HelionMLIRError
 from ...mlir_types import PACKED_PAIR_DTYPES, element_type
+from ..context import RuleContext
+from ..emitter import Emitter
 from ..registry import register_lowering
-from ..values import HostRef, Tensor
-from .dtype_casts import unpack_pair_halves
-from .memory import truthy
+from ..values import Tensor
+from .dtype_casts import float4_in_byte, unpack_pair_halves
+from .memory import clamp_index, truthy
 from .views import expand_dims
-
-if TYPE_CHECKING:
-    from ..visitor import IRVisitor
 
 _LANES = 16
 
 
 @register_lowering(quantized_ops.float4_e2m1fn_x2_to_float32)
-def lower_float4_pairs_to_float32(v: "IRVisitor", node: fx.Node) -> tuple[Tensor, Tensor]:
-    pairs = v.tensor(node.args[0])
+def lower_float4_pairs_to_float32(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, Tensor]:
+    pairs = ctx.tensor(node.args[0])
     if pairs.dtype not in PACKED_PAIR_DTYPES:
         raise HelionMLIRError(f"expected a float4_e2m1fn_x2 tile, got {pairs.dtype}")
-    low, high = unpack_pair_halves(v, pairs)
-    return v.ops.cast(low, torch.float32), v.ops.cast(high, torch.float32)
+    low, high = unpack_pair_halves(ctx.emit, pairs)
+    return ctx.emit.cast(low, torch.float32), ctx.emit.cast(high, torch.float32)
 
 
-def _storage(v: "IRVisitor", arg: Any) -> Tensor:
+def _storage(emit: Emitter, storage: Tensor) -> Tensor:
     """The storage operand flattened to one dimension (it is contiguous by contract)."""
-    value = v.value(arg)
-    storage = v.state[value.name] if isinstance(value, HostRef) else v.tensor(arg)
     if storage.rank == 1:
         return storage
     length = None if None in storage.shape else math.prod(storage.shape)  # type: ignore[arg-type]
-    flat = Tensor(v.ops.fresh("flat"), (length,), storage.dtype)
+    flat = Tensor(emit.fresh("flat"), (length,), storage.dtype)
     group = "[[" + ", ".join(str(i) for i in range(storage.rank)) + "]]"
-    v.ops.op(f"{flat.ssa} = tensor.collapse_shape {storage.ssa} {group} : {storage.type} into {flat.type}")
+    emit.op(f"{flat.ssa} = tensor.collapse_shape {storage.ssa} {group} : {storage.type} into {flat.type}")
     return flat
 
 
-def _position(v: "IRVisitor", flat: Tensor, expression: str, *operands: str) -> str:
+def _position(emit: Emitter, flat: Tensor, expression: str, *operands: str) -> str:
     """``affine_map<(g, l) -> (expression)>`` applied to ``operands``, clamped into ``flat``."""
-    raw = v.ops.fresh("pos")
+    raw = emit.fresh("pos")
     names = ", ".join("gl"[: len(operands)])
-    v.ops.op(f"{raw} = affine.apply affine_map<({names}) -> ({expression})>({', '.join(operands)})")
-    last = v.ops.fresh("last")
-    v.ops.op(f"{last} = arith.subi {v.ops.index(v.ops.dim(flat, 0)).ssa}, {v.ops.index(1).ssa} : index")
-    low = v.ops.fresh("clamp")
-    v.ops.op(f"{low} = arith.maxsi {raw}, {v.ops.index(0).ssa} : index")
-    high = v.ops.fresh("clamp")
-    v.ops.op(f"{high} = arith.minsi {low}, {last} : index")
-    return high
+    emit.op(f"{raw} = affine.apply affine_map<({names}) -> ({expression})>({', '.join(operands)})")
+    return clamp_index(emit, raw, flat, 0)
 
 
 def _group_load(
-    v: "IRVisitor", node: fx.Node, decode: Callable[[Tensor, str, str], str]
+    ctx: RuleContext, node: fx.Node, decode: Callable[[Tensor, str, str], str]
 ) -> tuple[Tensor, ...]:
     """16 f16 tiles shaped like the group offsets; ``decode(flat, group, lane)`` emits the
     f16 value of one lane (``group`` and ``lane`` are ``index`` SSA names)."""
-    flat = _storage(v, node.args[0])
-    offsets = v.tensor(node.args[1])
+    emit = ctx.emit
+    flat = _storage(emit, ctx.tensor(node.args[0]))
+    offsets = ctx.tensor(node.args[1])
     mask_arg = node.args[2] if len(node.args) > 2 else node.kwargs.get("extra_mask")
     inputs = [offsets]
     if mask_arg is not None:
-        inputs.append(v.ops.broadcast_to(v.tensor(mask_arg), offsets.shape))
-    inputs = [expand_dims(v, t, [t.rank]) for t in inputs]  # broadcast along the lanes
+        inputs.append(emit.broadcast_to(ctx.tensor(mask_arg), offsets.shape))
+    inputs = [expand_dims(emit, t, [t.rank]) for t in inputs]  # broadcast along the lanes
     shape = (*offsets.shape, _LANES)
-    zero = v.ops.const(0.0, "f16")
+    zero = emit.const(0.0, "f16")
 
     def body(args: list[str], index: Callable[[int], str]) -> str:
-        group = v.ops.fresh("group")
-        v.ops.op(f"{group} = arith.index_cast {args[0]} : {element_type(offsets.dtype)} to index")
+        group = emit.assign("group", f"arith.index_cast {args[0]} : {element_type(offsets.dtype)} to index")
         value = decode(flat, group, index(len(shape) - 1))
         if len(args) > 1:
-            masked = v.ops.fresh("lane")
-            v.ops.op(f"{masked} = arith.select {truthy(v, args[1], inputs[1].dtype)}, {value}, {zero.ssa} : f16")
+            masked = emit.assign("lane", f"arith.select {truthy(emit, args[1], inputs[1].dtype)}, {value}, {zero.ssa} : f16")
             value = masked
         return value
 
-    lanes = v.ops.elementwise(inputs, shape, torch.float16, body, hint="lanes")
-    return tuple(_lane(v, lanes, i) for i in range(_LANES))
+    lanes = emit.elementwise(inputs, shape, torch.float16, body, hint="lanes")
+    return tuple(_lane(emit, lanes, i) for i in range(_LANES))
 
 
-def _lane(v: "IRVisitor", lanes: Tensor, i: int) -> Tensor:
+def _lane(emit: Emitter, lanes: Tensor, i: int) -> Tensor:
     rank = lanes.rank
     shape = lanes.shape[:-1]
-    sizes = [str(s) if s is not None else v.ops.dim(lanes, d).ssa for d, s in enumerate(shape)]  # type: ignore[union-attr]
-    result = Tensor(v.ops.fresh("lane"), shape, lanes.dtype)
+    sizes = [str(s) if s is not None else emit.dim(lanes, d).ssa for d, s in enumerate(shape)]  # type: ignore[union-attr]
+    result = Tensor(emit.fresh("lane"), shape, lanes.dtype)
     offsets = ", ".join(["0"] * (rank - 1) + [str(i)])
-    v.ops.op(
+    emit.op(
         f"{result.ssa} = tensor.extract_slice {lanes.ssa}[{offsets}] [{', '.join(sizes + ['1'])}] "
         f"[{', '.join(['1'] * rank)}] : {lanes.type} to {result.type}"
     )
     return result
 
 
-def _to_f16(v: "IRVisitor", ssa: str, mlir_type: str) -> str:
-    wide = v.ops.fresh("f")
-    v.ops.op(f"{wide} = arith.extf {ssa} : {mlir_type} to f32")
-    half = v.ops.fresh("h")  # exact for e2m1; one rounding for bf16, as the GPU's cvt.rn
-    v.ops.op(f"{half} = arith.truncf {wide} : f32 to f16")
+def _to_f16(emit: Emitter, ssa: str, mlir_type: str) -> str:
+    wide = emit.assign("f", f"arith.extf {ssa} : {mlir_type} to f32")
+    half = emit.fresh("h")  # exact for e2m1; one rounding for bf16, as the GPU's cvt.rn
+    emit.op(f"{half} = arith.truncf {wide} : f32 to f16")
     return half
 
 
 @register_lowering(quantized_ops.load_float4_e2m1fn_x16_to_float16)
-def lower_load_float4_x16(v: "IRVisitor", node: fx.Node) -> tuple[Tensor, ...]:
+def lower_load_float4_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]:
+    emit = ctx.emit
+
     def decode(flat: Tensor, group: str, lane: str) -> str:
         if flat.dtype in PACKED_PAIR_DTYPES:  # pairs flattened: one value per element
-            code = v.ops.fresh("fp4")
-            v.ops.op(f"{code} = tensor.extract {flat.ssa}[{_position(v, flat, 'g * 16 + l', group, lane)}] : {flat.type}")
-            return _to_f16(v, code, element_type(flat.dtype))
+            code = emit.assign("fp4", f"tensor.extract {flat.ssa}[{_position(emit, flat, 'g * 16 + l', group, lane)}] : {flat.type}")
+            return _to_f16(emit, code, element_type(flat.dtype))
         if flat.dtype not in (torch.uint8, torch.int8):
             raise HelionMLIRError(f"packed e2m1 storage must be uint8 or float4_e2m1fn_x2, got {flat.dtype}")
-        byte = v.ops.fresh("byte")
-        v.ops.op(f"{byte} = tensor.extract {flat.ssa}[{_position(v, flat, 'g * 8 + l floordiv 2', group, lane)}] : {flat.type}")
-        shift = v.ops.fresh("shift")  # the odd lane of a byte is its high nibble
-        v.ops.op(f"{shift} = affine.apply affine_map<(l) -> ((l mod 2) * 4)>({lane})")
-        amount = v.ops.fresh("shift")
-        v.ops.op(f"{amount} = arith.index_cast {shift} : index to i8")
-        moved = v.ops.fresh("nibble")
-        v.ops.op(f"{moved} = arith.shrui {byte}, {amount} : i8")
-        bits = v.ops.fresh("nibble")
-        v.ops.op(f"{bits} = arith.trunci {moved} : i8 to i4")
-        code = v.ops.fresh("fp4")
-        v.ops.op(f"{code} = arith.bitcast {bits} : i4 to f4E2M1FN")
-        return _to_f16(v, code, "f4E2M1FN")
+        byte = emit.assign("byte", f"tensor.extract {flat.ssa}[{_position(emit, flat, 'g * 8 + l floordiv 2', group, lane)}] : {flat.type}")
+        shift = emit.fresh("shift")  # the odd lane of a byte is its high nibble
+        emit.op(f"{shift} = affine.apply affine_map<(l) -> ((l mod 2) * 4)>({lane})")
+        return _to_f16(emit, float4_in_byte(emit, byte, shift, "f4E2M1FN"), "f4E2M1FN")
 
-    return _group_load(v, node, decode)
+    return _group_load(ctx, node, decode)
 
 
 @register_lowering(quantized_ops.load_bfloat16_x16_to_float16)
-def lower_load_bfloat16_x16(v: "IRVisitor", node: fx.Node) -> tuple[Tensor, ...]:
+def lower_load_bfloat16_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]:
+    emit = ctx.emit
+
     def decode(flat: Tensor, group: str, lane: str) -> str:
         if flat.dtype != torch.bfloat16:
             raise HelionMLIRError(f"the storage must be bfloat16, got {flat.dtype}")
-        value = v.ops.fresh("bf16")
-        v.ops.op(f"{value} = tensor.extract {flat.ssa}[{_position(v, flat, 'g * 16 + l', group, lane)}] : {flat.type}")
-        return _to_f16(v, value, "bf16")
+        value = emit.assign("bf16", f"tensor.extract {flat.ssa}[{_position(emit, flat, 'g * 16 + l', group, lane)}] : {flat.type}")
+        return _to_f16(emit, value, "bf16")
 
-    return _group_load(v, node, decode)
+    return _group_load(ctx, node, decode)

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from helion.language import view_ops
 from torch import fx
 
 from ...errors import HelionMLIRError
+from ..context import RuleContext
+from ..emitter import Emitter
 from ..helion_compat import original_args
 from ..registry import register_lowering
 from ..values import Tensor
 
-if TYPE_CHECKING:
-    from ..visitor import IRVisitor
 
-
-def expand_dims(v: "IRVisitor", value: Tensor, new_axes: list[int]) -> Tensor:
+def expand_dims(emit: Emitter, value: Tensor, new_axes: list[int]) -> Tensor:
     """Insert unit dimensions at the output positions ``new_axes``."""
     if not new_axes:
         return value
@@ -42,15 +39,15 @@ def expand_dims(v: "IRVisitor", value: Tensor, new_axes: list[int]) -> Tensor:
     for pos, size in enumerate(shape):
         if size is None:
             src = next(i for i, g in enumerate(groups) if pos in g)
-            sizes.append(v.ops.dim(value, src).ssa)  # type: ignore[union-attr]
+            sizes.append(emit.dim(value, src).ssa)  # type: ignore[union-attr]
         else:
             sizes.append(str(size))
-    result = Tensor(v.ops.fresh("expand"), tuple(shape), value.dtype)
-    v.ops.op(f"{result.ssa} = tensor.expand_shape {value.ssa} {reassoc} output_shape [{', '.join(sizes)}] : {value.type} into {result.type}")
+    result = Tensor(emit.fresh("expand"), tuple(shape), value.dtype)
+    emit.op(f"{result.ssa} = tensor.expand_shape {value.ssa} {reassoc} output_shape [{', '.join(sizes)}] : {value.type} into {result.type}")
     return result
 
 
-def subscript_value(v: "IRVisitor", value: Tensor, index: list[object]) -> Tensor:
+def subscript_value(emit: Emitter, value: Tensor, index: list[object]) -> Tensor:
     """``value[index]`` for a device value and an index of ``None`` and ``:`` entries."""
     new_axes: list[int] = []
     for pos, entry in enumerate(index):
@@ -58,52 +55,53 @@ def subscript_value(v: "IRVisitor", value: Tensor, index: list[object]) -> Tenso
             new_axes.append(pos)
         elif not (isinstance(entry, slice) and entry == slice(None)):
             raise HelionMLIRError(f"index {entry!r} of a device value is not supported (only None and ':')")
-    return expand_dims(v, value, new_axes)
+    return expand_dims(emit, value, new_axes)
 
 
 @register_lowering(view_ops.subscript)
-def lower_subscript(v: "IRVisitor", node: fx.Node) -> Tensor:
-    return subscript_value(v, v.tensor(node.args[0]), list(node.args[1]))
+def lower_subscript(ctx: RuleContext, node: fx.Node) -> Tensor:
+    return subscript_value(ctx.emit, ctx.tensor(node.args[0]), list(node.args[1]))
 
 
-def _take_last(v: "IRVisitor", value: Tensor, which: int) -> Tensor:
+def _take_last(emit: Emitter, value: Tensor, which: int) -> Tensor:
     rank = value.rank
     offsets = ", ".join(["0"] * (rank - 1) + [str(which)])
-    sizes = ", ".join([str(d) if d is not None else v.ops.dim(value, i).ssa for i, d in enumerate(value.shape[:-1])] + ["1"])  # type: ignore[union-attr]
+    sizes = ", ".join([str(d) if d is not None else emit.dim(value, i).ssa for i, d in enumerate(value.shape[:-1])] + ["1"])  # type: ignore[union-attr]
     strides = ", ".join(["1"] * rank)
-    result = Tensor(v.ops.fresh("half"), value.shape[:-1], value.dtype)
-    v.ops.op(f"{result.ssa} = tensor.extract_slice {value.ssa}[{offsets}] [{sizes}] [{strides}] : {value.type} to {result.type}")
+    result = Tensor(emit.fresh("half"), value.shape[:-1], value.dtype)
+    emit.op(f"{result.ssa} = tensor.extract_slice {value.ssa}[{offsets}] [{sizes}] [{strides}] : {value.type} to {result.type}")
     return result
 
 
 @register_lowering(view_ops.split)
-def lower_split(v: "IRVisitor", node: fx.Node) -> tuple[Tensor, Tensor]:
-    value = v.tensor(node.args[0])
+def lower_split(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, Tensor]:
+    value = ctx.tensor(node.args[0])
     if value.shape[-1] not in (2, None):
         raise HelionMLIRError("split needs a last dimension of size 2")
-    return _take_last(v, value, 0), _take_last(v, value, 1)
+    return _take_last(ctx.emit, value, 0), _take_last(ctx.emit, value, 1)
 
 
 @register_lowering(view_ops.join)
-def lower_join(v: "IRVisitor", node: fx.Node) -> Tensor:
-    a, b = v.tensor(node.args[0]), v.tensor(node.args[1])
-    shape = v.static_shape(node.meta["val"])[:-1]
-    a = v.ops.broadcast_to(v.ops.cast(a, node.meta["val"].dtype), shape)
-    b = v.ops.broadcast_to(v.ops.cast(b, node.meta["val"].dtype), shape)
-    out = v.ops.empty(tuple(shape) + (2,), a.dtype)
+def lower_join(ctx: RuleContext, node: fx.Node) -> Tensor:
+    a, b = ctx.tensor(node.args[0]), ctx.tensor(node.args[1])
+    shape = ctx.static_shape(node.meta["val"])[:-1]
+    emit = ctx.emit
+    a = emit.broadcast_to(emit.cast(a, node.meta["val"].dtype), shape)
+    b = emit.broadcast_to(emit.cast(b, node.meta["val"].dtype), shape)
+    out = emit.empty(tuple(shape) + (2,), a.dtype)
     rank = len(shape) + 1
     sizes = ", ".join([str(d) for d in shape] + ["1"])
     strides = ", ".join(["1"] * rank)
     for which, part in enumerate((a, b)):
         offsets = ", ".join(["0"] * (rank - 1) + [str(which)])
-        nxt = Tensor(v.ops.fresh("join"), out.shape, out.dtype)
-        v.ops.op(f"{nxt.ssa} = tensor.insert_slice {part.ssa} into {out.ssa}[{offsets}] [{sizes}] [{strides}] : {part.type} into {out.type}")
+        nxt = Tensor(emit.fresh("join"), out.shape, out.dtype)
+        emit.op(f"{nxt.ssa} = tensor.insert_slice {part.ssa} into {out.ssa}[{offsets}] [{sizes}] [{strides}] : {part.type} into {out.type}")
         out = nxt
     return out
 
 
 @register_lowering(torch.ops.aten.alias.default)
-def lower_alias(v: "IRVisitor", node: fx.Node) -> Tensor:
+def lower_alias(ctx: RuleContext, node: fx.Node) -> Tensor:
     """``aten.alias`` (Helion puts one after ``.view(dtype)``): under value semantics, its input."""
     recorded = original_args(node)
-    return v.tensor((recorded[1] if recorded is not None else node.args)[0])
+    return ctx.tensor((recorded[1] if recorded is not None else node.args)[0])

@@ -22,6 +22,7 @@ from ..errors import NodeNormalizationError
 from .normalize import (
     SCALAR_TYPES,
     node_inputs,
+    to_fake_tensor,
 )
 
 InputValue = Any  # torch.Tensor | TensorSpec | int | float | bool | torch.SymInt | torch.SymFloat | torch.SymBool
@@ -118,7 +119,6 @@ def tensors_for_specs(values: Sequence[InputValue]) -> list[InputValue]:
     return [fake(v) if isinstance(v, TensorSpec) else v for v in values]
 
 
-STATIC_FAKE_MODE = FakeTensorMode(allow_non_fake_inputs=True)  # for tracing decompositions
 _FAKE_MODES_BY_SHAPE_ENV: "weakref.WeakKeyDictionary[ShapeEnv, FakeTensorMode]" = weakref.WeakKeyDictionary()
 
 
@@ -180,9 +180,4 @@ def placeholder_value(value: torch.Tensor, mode: FakeTensorMode | None) -> torch
             return value
         with unset_fake_temporarily():
             return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
-    if isinstance(value, FakeTensor):
-        return value
-    if value.is_meta:
-        with mode:
-            return torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="cpu")
-    return mode.from_tensor(value, static_shapes=True)
+    return to_fake_tensor(value, mode)

@@ -18,7 +18,7 @@ from torch_mlir.extras.fx_importer import FxImporter
 from torch_mlir.passmanager import PassManager
 
 from ..errors import HelionMLIRError, describe_target
-from ..mlir_context import pass_manager
+from ..mlir_context import format_diagnostic, pass_manager
 from ..output_type import TORCH_BACKEND_PIPELINE, OutputType
 from .cache import IMPORT_CACHE, Failure, Results
 from .graphs import NoDecomposition, NodeRecipe, decomposed_graph
@@ -66,11 +66,7 @@ def function_name(target: Any) -> str:
 def _render(diagnostic: Any) -> str:
     """A diagnostic as it would read for the node alone: without its location (batch
     bookkeeping, not the kernel's) and with batch function names ``f__3`` back to ``f``."""
-    severity = str(getattr(diagnostic, "severity", "error")).rsplit(".", 1)[-1].lower()
-    text = f"{severity}: {diagnostic.message}"
-    for note in getattr(diagnostic, "notes", ()) or ():
-        text += f"\n  note: {note.message}"
-    return _BATCH_SUFFIX.sub(r"\1", text)
+    return _BATCH_SUFFIX.sub(r"\1", format_diagnostic(diagnostic, with_locations=False))
 
 
 _BATCH_SUFFIX = re.compile(r"\b([A-Za-z_]\w*?)__\d+\b")
