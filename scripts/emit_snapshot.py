@@ -25,11 +25,11 @@ import helion  # noqa: E402
 
 import helion_mlir  # noqa: E402,F401  (prepares Helion: import before binding kernels)
 from examples_util import bound_args, example_call, example_names, load_example_by_name  # noqa: E402
+from test_rolled_reductions import ROLLED_EXAMPLES  # noqa: E402  (the examples Helion rolls)
+
 from helion_mlir import OutputType, generate_mlir  # noqa: E402
 from helion_mlir.errors import HelionMLIRError  # noqa: E402
 
-# Examples whose reduction dimension Helion rolls (tests/test_rolled_reductions.py).
-ROLLED = ("softmax_one_pass", "softmax_looped", "layer_norm", "rms_norm", "log_softmax", "cross_entropy")
 ROLLED_CHUNKS = (16, 48)
 # Kernels Helion refuses to bind with static_shapes=False.
 STATIC_ONLY = ("group_norm",)
@@ -45,7 +45,7 @@ def _variants(name: str) -> Iterator[tuple[str, Any, Any]]:
         dynamic = helion.kernel(kernel.fn, config=kernel.configs[0], static_shapes=False,
                                 ignore_warnings=kernel.settings.ignore_warnings)
         yield "dynamic", dynamic.bind(bound_args(dynamic, *example_call(module, "ragged"))), None
-    if name in ROLLED:
+    if name in ROLLED_EXAMPLES:
         bound = kernel.bind(bound_args(kernel, *example_call(module, "ragged")))
         for chunk in ROLLED_CHUNKS:
             yield f"rolled{chunk}", bound, helion.Config(**(dict(kernel.configs[0].config) | {"reduction_loops": [chunk]}))
