@@ -1,9 +1,10 @@
 """Emit every example kernel into a directory of module texts, to compare two trees.
 
 ``scripts/emit_snapshot OUT_DIR`` writes one file per example, variant and output type
-(``OUT_DIR/<example>.<variant>.<output type>.mlir``): the example's own config on its
-divisible and ragged arguments, with ``static_shapes=False`` on the ragged ones, and the
-examples whose reductions Helion rolls with ``reduction_loops`` of 16 and 48 columns. An
+(``OUT_DIR/<example>.<variant>.<output type>.mlir``, with source locations): the example's
+own config on its divisible and ragged arguments, with ``static_shapes=False`` on the
+ragged ones, and the examples whose reductions Helion rolls with ``reduction_loops`` of 16
+and 48 columns. An
 emission that fails writes its error (class and message) instead of a module. Run it on
 two checkouts and ``diff -r`` the directories: a change that should not alter the emitted
 code must leave them identical. ``--only NAME`` (repeatable) limits it to some examples.
@@ -53,7 +54,7 @@ def _variants(name: str) -> Iterator[tuple[str, Any, Any]]:
 
 def _emit(bound: Any, output_type: str, config: Any) -> str:
     try:
-        return generate_mlir(bound, output_type=output_type, config=config)
+        return generate_mlir(bound, output_type=output_type, config=config, debug_info=True)
     except HelionMLIRError as err:
         return f"// {type(err).__name__}: {err}\n"
 
