@@ -338,3 +338,12 @@ def test_the_source_checks_find_what_they_look_for(tmp_path: Path) -> None:
     tables = list(_dict_displays(sample))
     assert all(map(_is_mlir_type_name, tables[0].keys)) and all(map(_is_dtype, tables[1].keys))
     assert all(map(_is_mlir_type_name, tables[1].values))
+
+
+def test_host_references_are_resolved_in_one_place() -> None:
+    """Only the rule context turns a HostRef into the host tensor's current value."""
+    found = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in ALL_MODULES.values()
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"
+             and "HostRef" in ast.unparse(node.args[1])]
+    assert found and all(place.startswith("lowering/context.py:") for place in found), found
