@@ -1,4 +1,4 @@
-"""docs/architecture.md's "How to add an op" works as written: its rule, registered as the
+"""docs/architecture.md's "Adding an op" works as written: its rule, registered as the
 page says, lowers a kernel's relu to ``arith.maximumf`` and computes torch's numbers."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ HOW_TO = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
 def _how_to_rule() -> str:
     """The Python block of the how-to, its imports made absolute (it is written as a rules module)."""
-    section = HOW_TO.read_text().split("## How to add an op", 1)[1]
+    section = HOW_TO.read_text().split("### Adding an op", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.S)
     assert code is not None, "the how-to has no Python example"
     lines = [line[3:] if line.startswith("   ") else line for line in code.group(1).splitlines()]
