@@ -8,7 +8,7 @@ some options (``helion-mlir pipeline`` shows it).
 from __future__ import annotations
 
 from .cpu import PIPELINES
-from .lowering import ModuleLowering
+from .module_lowering import ModuleLowering
 from .options import Pipeline, PipelineOptions
 from .runner import DUMP_ENVIRONMENT_VARIABLE, describe_steps, lower_to_llvm
 from .steps import Step

@@ -8,7 +8,10 @@ they leave; for stablehlo the shape dialect's broadcast checks become asserts an
 arithmetic, then ``stablehlo-legalize-to-linalg``; for raw, torch-mlir's backend-contract
 and linalg backend pipelines); source-dialect ops that survive that have no lowering in
 the bundled MLIR and are listed in an error; the signature is read and the function gets
-a C interface and read-only tensor arguments. Both end alike (:data:`LAST_STAGE`).
+a C interface and read-only tensor arguments. After bufferization both free buffers,
+emulate low-precision floats and make loops of what is left the same way
+(``_DEALLOCATE_TO_LOOPS``), and both end alike: ``scf`` to ``cf`` (``_SCF_TO_CF``), then
+the last conversions to LLVM and checks (:data:`LAST_STAGE`).
 
 *plain*: named linalg ops are generalized and elementwise chains fused, affine ops
 lowered (``affine.for``/``affine.if`` carrying tensors do not bufferize, their scf forms
@@ -56,7 +59,7 @@ from ..rewrites.single_element_stores import store_single_elements_in_place
 from ..rewrites.stack_buffers import promote_small_buffers_to_stack
 from ..rewrites.tile_parallel import parallelize_tile_loops
 from ..rewrites.vectorize_tiles import vectorize_tiles
-from .lowering import ModuleLowering
+from .module_lowering import ModuleLowering
 from .options import Pipeline
 from .steps import IN_PLACE, PARALLEL, Step, boundary, check, input_is, passes, rewrite
 
@@ -129,7 +132,32 @@ _BF16_IN_F32 = passes(
     "func.func(arith-expand{include-bf16=true})",
 )
 
+# From bufferized code to loops: buffers freed, low-precision floats emulated, and
+# ``memref.copy``, ``tm_tensor`` and linalg ops as loops, ``scf.forall`` as ``scf.parallel``.
+_DEALLOCATE_TO_LOOPS: tuple[Step, ...] = (
+    *passes("buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
+    rewrite(define_bf16_truncation),
+    rewrite(emulate_low_precision_floats),
+    *passes(
+        "func.func(refback-munge-memref-copy)",
+        "func.func(tm-tensor-to-loops)",
+        "func.func(convert-linalg-to-loops)",
+        "scf-forall-to-parallel",
+    ),
+)
+
+_SCF_TO_CF = passes("func.func(lower-affine)", "convert-scf-to-cf", "expand-strided-metadata", "lower-affine")
+
 LAST_STAGE: tuple[Step, ...] = (
+    *passes(
+        "convert-arith-to-llvm",
+        "convert-index-to-llvm",
+        "convert-openmp-to-llvm",
+        "convert-func-to-llvm",
+        "convert-cf-to-llvm",
+        "convert-ub-to-llvm",
+        "reconcile-unrealized-casts",
+    ),
     rewrite(move_bf16_through_memory_as_i16),
     check(ModuleLowering.check_lowered_to_llvm),
 )
@@ -144,33 +172,13 @@ PLAIN: tuple[Step, ...] = (
         "func.func(tm-tensor-bufferize)",
     ),
     rewrite(mark_fresh_buffers_restrict),
-    *passes(_ONE_SHOT_BUFFERIZE, "buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
-    rewrite(define_bf16_truncation),
-    rewrite(emulate_low_precision_floats),
-    *passes(
-        "func.func(refback-munge-memref-copy)",
-        "func.func(tm-tensor-to-loops)",
-        "func.func(convert-linalg-to-loops)",
-        "func.func(convert-vector-to-scf)",
-        "scf-forall-to-parallel",
-        "func.func(lower-affine)",
-        "convert-scf-to-cf",
-        "expand-strided-metadata",
-        "lower-affine",
-        "convert-vector-to-llvm",
-        "finalize-memref-to-llvm",
-    ),
+    *passes(_ONE_SHOT_BUFFERIZE),
+    *_DEALLOCATE_TO_LOOPS,
+    *passes("func.func(convert-vector-to-scf)"),
+    *_SCF_TO_CF,
+    *passes("convert-vector-to-llvm", "finalize-memref-to-llvm"),
     *_BF16_IN_F32,
-    *passes(
-        "func.func(convert-math-to-llvm)",
-        "convert-math-to-libm",
-        "convert-arith-to-llvm",
-        "convert-index-to-llvm",
-        "convert-func-to-llvm",
-        "convert-cf-to-llvm",
-        "convert-ub-to-llvm",
-        "reconcile-unrealized-casts",
-    ),
+    *passes("func.func(convert-math-to-llvm)", "convert-math-to-libm"),
     *LAST_STAGE,
 )
 
@@ -204,15 +212,7 @@ FAST: tuple[Step, ...] = (
     boundary(ModuleLowering.drop_argument_results, when=IN_PLACE),
     *passes("func.func(buffer-loop-hoisting)"),
     rewrite(promote_small_buffers_to_stack),
-    *passes("buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
-    rewrite(define_bf16_truncation),
-    rewrite(emulate_low_precision_floats),
-    *passes(
-        "func.func(refback-munge-memref-copy)",
-        "func.func(tm-tensor-to-loops)",
-        "func.func(convert-linalg-to-loops)",
-        "scf-forall-to-parallel",
-    ),
+    *_DEALLOCATE_TO_LOOPS,
     *passes(
         "convert-scf-to-openmp{num-threads=$threads}",
         "func.func(canonicalize)",  # inlines the memref.alloca_scope of loop bodies that allocate nothing
@@ -220,14 +220,8 @@ FAST: tuple[Step, ...] = (
     ),
     rewrite(schedule_tiles_dynamically, when=PARALLEL),
     rewrite(inline_alloca_scopes, when=PARALLEL),
-    *passes(
-        "func.func(lower-vector-multi-reduction)",
-        "func.func(convert-vector-to-scf{full-unroll=true})",
-        "func.func(lower-affine)",
-        "convert-scf-to-cf",
-        "expand-strided-metadata",
-        "lower-affine",
-    ),
+    *passes("func.func(lower-vector-multi-reduction)", "func.func(convert-vector-to-scf{full-unroll=true})"),
+    *_SCF_TO_CF,
     # Before the vector lowering: these passes and the libm conversion (which unrolls
     # vector math calls) create vector ops.
     *_BF16_IN_F32,
@@ -238,13 +232,6 @@ FAST: tuple[Step, ...] = (
         "convert-vector-to-llvm{enable-x86 vector-contract-lowering=outerproduct "
         "vector-transpose-lowering=shuffle16x16 reassociate-fp-reductions}",
         "finalize-memref-to-llvm",
-        "convert-arith-to-llvm",
-        "convert-index-to-llvm",
-        "convert-openmp-to-llvm",
-        "convert-func-to-llvm",
-        "convert-cf-to-llvm",
-        "convert-ub-to-llvm",
-        "reconcile-unrealized-casts",
     ),
     *LAST_STAGE,
 )

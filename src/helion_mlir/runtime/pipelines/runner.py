@@ -26,7 +26,7 @@ from torch_mlir import ir
 from ...errors import HelionMLIRError
 from ...mlir_context import format_diagnostic, pass_manager
 from ...verify import parse_module
-from .lowering import ModuleLowering
+from .module_lowering import ModuleLowering
 from .options import Pipeline, PipelineOptions
 from .steps import Step, StepKind
 

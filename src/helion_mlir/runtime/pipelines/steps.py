@@ -5,8 +5,8 @@ pass in MLIR's textual pipeline form, anchored on the module: ``canonicalize`` o
 function is ``func.func(canonicalize)``; a pass option taken from the pipeline's options
 is written ``$threads``. A rewrite step runs a Python function of the package
 (:mod:`helion_mlir.runtime.rewrites`) on the module, or, for the steps that read or change
-the function's boundary, on the :class:`~.lowering.ModuleLowering` itself. A step given a
-:class:`Condition` runs only when its options satisfy it.
+the function's boundary, on the :class:`~.module_lowering.ModuleLowering` itself. A step
+given a :class:`Condition` runs only when its options satisfy it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from torch_mlir import ir
 
 from ...output_type import OutputType
-from .lowering import ModuleLowering
+from .module_lowering import ModuleLowering
 from .options import PipelineOptions
 
 __all__ = [
