@@ -66,6 +66,15 @@ def test_a_failing_pass_in_the_middle_of_a_group_is_named() -> None:
     assert any("restrict" in d for d in info.value.diagnostics)
 
 
+@pytest.mark.parametrize("grouped", [False, True])
+def test_a_pass_that_does_not_parse_is_named(grouped: bool) -> None:
+    steps = passes(*(["func.func(canonicalize)"] if grouped else []), "func.func(no-such-pass)")
+    with pytest.raises(ExecutionError, match="does not parse") as info:
+        _lower(ADD, "add", steps)
+    assert info.value.pass_name == "func.func(no-such-pass)"
+    assert "no-such-pass" in info.value.diagnostics[0]
+
+
 def test_a_failing_rewrite_is_named_and_keeps_its_cause() -> None:
     def break_the_module(module: ir.Module) -> None:
         raise ValueError("no plan for this op")
@@ -91,9 +100,10 @@ def test_the_printed_fast_pipeline_lists_its_steps_in_order_with_their_options()
     printed = describe_pipeline(Pipeline.FAST, PipelineOptions(OutputType.TOSA, threads=2, in_place=True))
     run_filecheck(printed, """
         // CHECK: fast pipeline (tosa, 2 threads, in place): [[N:[0-9]+]] steps
-        // CHECK-NEXT: 1 rewrite keep-only-the-function -- Make every other function private
-        // CHECK-NEXT: 2 pass symbol-dce
-        // CHECK-NEXT: 3 pass func.func(tosa-optional-decompositions) [from tosa]
+        // CHECK-NEXT: 1 rewrite make-the-function-public -- Check that the function exists
+        // CHECK-NEXT: 2 pass symbol-privatize{exclude=$func}
+        // CHECK-NEXT: 3 pass symbol-dce
+        // CHECK-NEXT: 4 pass func.func(tosa-optional-decompositions) [from tosa]
         // CHECK: check check-lowered-to-linalg
         // CHECK: rewrite write-results-in-place [in place]
         // CHECK: rewrite parallelize-tile-loops [parallel]
@@ -134,8 +144,9 @@ def test_the_ir_is_written_after_every_step(tmp_path: Path, monkeypatch) -> None
     active = [s for s in PIPELINES[Pipeline.FAST] if s.runs_with(PipelineOptions(threads=2, in_place=True))]
     assert len(files) == len(active) + 1
     assert files[0].name == "00-input.mlir" and "IR Dump Before the pipeline" in files[0].read_text()
-    assert files[1].name == "01-keep-only-the-function.mlir"
-    assert files[2].read_text().startswith("// -----// IR Dump After symbol-dce //----- //\n")
+    assert files[1].name == "01-make-the-function-public.mlir"
+    assert files[2].name == "02-symbol-privatize-exclude-add.mlir"
+    assert files[3].read_text().startswith("// -----// IR Dump After symbol-dce //----- //\n")
     assert any(f.name.endswith("-vectorize-tiles.mlir") and "vector." in f.read_text() for f in files)
     assert files[-1].read_text().split("\n", 1)[1].strip() == lowered.strip()
     lower_module(ADD, "add", threads=2, in_place=True)

@@ -85,8 +85,8 @@ def _parallelize_tile_loops(lowering: ModuleLowering) -> None:
 
 
 FIRST_STAGE: tuple[Step, ...] = (
-    boundary(ModuleLowering.keep_only_the_function),
-    *passes("symbol-dce"),
+    boundary(ModuleLowering.make_the_function_public),
+    *passes("symbol-privatize{exclude=$func}", "symbol-dce"),  # drops what the function does not call
     *passes(
         "func.func(tosa-optional-decompositions)",
         "func.func(tosa-to-linalg-named)",

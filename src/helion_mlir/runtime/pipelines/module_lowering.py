@@ -70,15 +70,11 @@ class ModuleLowering:
         return functions[self.func_name]
 
     # ------------------------------------------------------------------ boundary steps
-    def keep_only_the_function(self) -> None:
-        """Make every other function private, so that ``symbol-dce`` drops those it does not call."""
+    def make_the_function_public(self) -> None:
+        """Check that the function exists and make it public: kept, and given a C interface."""
         target = self.function()  # fails early on a wrong name
-        for op in self.module.body.operations:
-            is_function = op.operation.name == "func.func"
-            if is_function and ir.StringAttr(op.attributes["sym_name"]).value != self.func_name:
-                op.attributes["sym_visibility"] = ir.StringAttr.get("private")
         if "sym_visibility" in target.attributes:
-            del target.attributes["sym_visibility"]  # public: kept, and given a C interface
+            del target.attributes["sym_visibility"]
 
     def read_signature(self) -> None:
         """Read the tensor-level signature (no torch types left): the types that cross from Python."""

@@ -108,10 +108,16 @@ def _batches(steps: Sequence[Step], group: bool) -> Iterator[list[Step]]:
 
 
 def _run_passes(lowering: ModuleLowering, batch: Sequence[Step]) -> None:
-    texts = [step.pass_text(lowering.options) for step in batch]
+    texts = [step.pass_text(lowering.options, lowering.func_name) for step in batch]
     already_reported = len(lowering.diagnostics)
     try:
-        pass_manager(f"builtin.module({','.join(texts)})").run(lowering.module.operation)
+        manager = pass_manager(f"builtin.module({','.join(texts)})")
+    except ValueError as err:  # a pass name or option that does not parse
+        if len(batch) > 1:
+            raise _PassGroupFailed from None
+        raise lowering.error("the pass does not parse", [str(err)], pass_name=texts[0]) from None
+    try:
+        manager.run(lowering.module.operation)
     except ir.MLIRError as err:
         if len(batch) > 1:
             raise _PassGroupFailed from None
@@ -133,8 +139,8 @@ def _run_action(lowering: ModuleLowering, step: Step) -> None:
         log.debug("@%s: %s -> %s", lowering.func_name, step.name, result)
 
 
-def _shown(step: Step, options: PipelineOptions) -> str:
-    return step.pass_text(options) if step.kind is StepKind.PASS else step.name
+def _shown(step: Step, options: PipelineOptions, func_name: str | None = None) -> str:
+    return step.pass_text(options, func_name) if step.kind is StepKind.PASS else step.name
 
 
 def describe_steps(pipeline: Pipeline, steps: Sequence[Step], options: PipelineOptions) -> str:
@@ -165,7 +171,7 @@ def _dump_folder(root: Path, func_name: str, pipeline: Pipeline) -> Path:
 
 
 def _dump_after(folder: Path, number: int, step: Step, lowering: ModuleLowering, *, failed: bool = False) -> None:
-    shown = _shown(step, lowering.options)
+    shown = _shown(step, lowering.options, lowering.func_name)
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", shown).strip("-")[:80]
     _dump(folder / f"{number:02d}-{slug}.mlir", f"After {shown}{' Failed' if failed else ''}", lowering.module)
 

@@ -3,7 +3,7 @@
 A pipeline is a tuple of :class:`Step`. A pass step is one upstream (MLIR or torch-mlir)
 pass in MLIR's textual pipeline form, anchored on the module: ``canonicalize`` on each
 function is ``func.func(canonicalize)``; a pass option taken from the pipeline's options
-is written ``$threads``. A rewrite step runs a Python function of the package
+is written ``$threads``, the function's name ``$func``. A rewrite step runs a Python function of the package
 (:mod:`helion_mlir.runtime.rewrites`) on the module, or, for the steps that read or change
 the function's boundary, on the :class:`~.module_lowering.ModuleLowering` itself. A step
 given a :class:`Condition` runs only when its options satisfy it.
@@ -73,9 +73,13 @@ class Step:
     def runs_with(self, options: PipelineOptions) -> bool:
         return self.when is None or self.when.holds(options)
 
-    def pass_text(self, options: PipelineOptions) -> str:
-        """A pass step's pipeline element with the options filled in."""
-        return string.Template(self.name).substitute(threads=options.threads)
+    def pass_text(self, options: PipelineOptions, func_name: str | None = None) -> str:
+        """A pass step's pipeline element with the options (``$threads``) and, when given,
+        the function's name (``$func``) filled in."""
+        names: dict[str, object] = {"threads": options.threads}
+        if func_name is not None:
+            names["func"] = func_name
+        return string.Template(self.name).safe_substitute(names)
 
 
 def passes(*texts: str, when: Condition | None = None) -> tuple[Step, ...]:
