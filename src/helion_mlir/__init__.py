@@ -12,6 +12,7 @@ _install_helion_compat()
 from .batch import BatchReport, KernelCase, KernelResult, check_kernels  # noqa: E402
 from .errors import (  # noqa: E402
     ArgumentError,
+    DataDependentValueError,
     ExecutionError,
     HelionMLIRError,
     MLIRSyntaxError,
@@ -38,6 +39,7 @@ __all__ = [
     "BatchReport",
     "CompiledFunction",
     "CompiledKernel",
+    "DataDependentValueError",
     "ExecutionError",
     "HelionMLIRError",
     "KernelCase",

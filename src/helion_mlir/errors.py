@@ -22,6 +22,7 @@ __all__ = [
     "node_source_location",
     "ExecutionError",
     "ArgumentError",
+    "DataDependentValueError",
 ]
 
 
@@ -187,4 +188,25 @@ class ExecutionError(HelionMLIRError):
 
 
 class ArgumentError(HelionMLIRError):
-    """Arguments that do not match the signature of the compiled function they are passed to."""
+    """Arguments that do not match the signature of the compiled function they are passed to.
+
+    ``position`` is the index of the offending argument of the compiled function, when the
+    error is about one, and ``problem`` what is wrong with it (the message without the
+    argument's name), so that a caller that knows the arguments better can name it.
+    """
+
+    def __init__(self, message: str, *, position: int | None = None, problem: str | None = None) -> None:
+        super().__init__(message)
+        self.position = position
+        self.problem = problem if problem is not None else message
+
+
+class DataDependentValueError(HelionMLIRError):
+    """A value the kernel's host code reads from tensor data (``offsets[-1].item()``) that
+    the trace Helion made of the kernel does not follow from call to call; the message names
+    the host source line."""
+
+    def __init__(self, reason: str, *, hint: str | None = None) -> None:
+        self.reason = reason
+        self.hint = hint
+        super().__init__(reason + (f"\n  hint: {hint}" if hint else ""))

@@ -19,6 +19,8 @@ from typing import Any
 from helion._compiler import inductor_lowering
 from torch import fx
 
+from . import tensor_reads
+
 __all__ = ["install", "original_args", "ORIGINAL_ARGS_KEY"]
 
 ORIGINAL_ARGS_KEY = "helion_mlir_original_args"
@@ -26,10 +28,12 @@ _INSTALLED = False
 
 
 def install() -> None:
-    """Wrap Helion's per-node lowering preparation once per process."""
+    """Wrap Helion's per-node lowering preparation once per process, and record the values
+    host code reads from tensor data (:mod:`.tensor_reads`)."""
     global _INSTALLED
     if _INSTALLED:
         return
+    tensor_reads.install()
     prepare = inductor_lowering.prepare_node_lowering
 
     @functools.wraps(prepare)

@@ -36,6 +36,7 @@ from .host_values import (
 )
 from .registry import called_graph_ids, effects_of
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
+from .tensor_reads import refuse_lost_reads
 
 __all__ = ["ArgKind", "KernelModel", "FunctionArg", "LoopDim", "RootLoop", "host_tensor_name", "resolve_config"]
 
@@ -156,6 +157,7 @@ class KernelModel:
         self.writes = self._writes_per_graph()
         self.per_call_args: dict[sympy.Symbol, FunctionArg] = {}
         self.args, self.results = self._function_signature()
+        refuse_lost_reads(bound.env, {a.name: a.fake for a in self.args if a.kind is ArgKind.TENSOR}, bound.kernel.fn)
 
     def _add_block_size(self, block_id: int, size: Any) -> None:
         """A config's block size is an int, or a host value: a module-level one is read now
@@ -294,10 +296,12 @@ class KernelModel:
 
     def _per_call_scalars(self, taken: set[str], tensors: list[torch.Tensor]) -> list[FunctionArg]:
         """Scalar arguments for the per-call host values the device code reads (host locals,
-        items, attributes and closure cells of parameters; see :mod:`.host_values`), in order
-        of first use, runtime block sizes included. Module-level values are read here."""
+        items, attributes and closure cells of parameters, values read from tensor data; see
+        :mod:`.host_values`), in order of first use, runtime block sizes included. A value that
+        is a size of a tensor argument is read from it instead (``tensor.dim``). Module-level
+        values are read here."""
         params = self.host_function.params.arguments
-        sizes = {s for t in tensors for s in _free_symbols(t)}  # read with ``tensor.dim``
+        sizes = {d.node.expr for t in tensors for d in t.shape if isinstance(d, torch.SymInt)}
         found: list[FunctionArg] = []
         for expr, kind in self._used_host_exprs().items():
             origin = self.symbol_origin(expr)
@@ -317,24 +321,39 @@ class KernelModel:
         return found
 
     def _used_host_exprs(self) -> dict[sympy.Expr, type]:
-        """Every symbol (and whole boolean expression) with an origin in the values of the
-        reachable graphs and the runtime block sizes of their loops, in order of first use,
-        with the Python type of its value."""
+        """Every host value the device code reads, in order of first use, with the Python type
+        of its value: the symbols (or whole expressions, see :meth:`_use_expr`; a bool is
+        ``Eq(u0, 1)``) in the values of the reachable graphs, in the ranges of their top-level
+        loops and in their runtime block sizes."""
         found: dict[sympy.Expr, type] = {}
         loop_blocks = [d.block_id for root in self.root_loops for d in root.dims]
         for gid in self.reachable_graph_ids:
             loop_blocks += list(getattr(self.graphs[gid], "block_ids", None) or [])
         for bid in loop_blocks:
-            for sym in sorted(self.runtime_block_sizes.get(bid, sympy.S.Zero).free_symbols, key=str):
-                found.setdefault(sym, int)
+            self._use_expr(found, self.runtime_block_sizes.get(bid, sympy.S.Zero), int)
+        for root in self.root_loops:
+            for dim in root.dims:
+                self._use_expr(found, dim.begin, int)
+                self._use_expr(found, dim.end, int)
         for gid in self.reachable_graph_ids:
             for node in self.graphs[gid].graph.nodes:
-                val = node.meta.get("val")
-                if isinstance(val, torch.SymBool) and self.symbol_origin(val.node.expr) is not None:
-                    found.setdefault(val.node.expr, bool)  # a bool is ``Eq(u0, 1)``: its origin is the whole
-                for sym in _free_symbols(val):
-                    found.setdefault(sym, float if symbol_is_type(sym, (SymT.FLOAT, SymT.UNBACKED_FLOAT)) else int)
+                for value, kind in _scalars_in(node.meta.get("val")):
+                    self._use_expr(found, value, kind)
         return {expr: kind for expr, kind in found.items() if self.symbol_origin(expr) is not None}
+
+    def _use_expr(self, found: dict[sympy.Expr, type], value: Any, kind: type) -> None:
+        """Add the symbols of ``value``'s expression, or the whole expression when it has a host
+        name of its own and a symbol of it has none (``n = max(int(t.item()), 1)``)."""
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            value = value.node.expr
+        if not isinstance(value, sympy.Basic) or not value.free_symbols:
+            return
+        symbols = sorted(value.free_symbols, key=str)
+        if self.symbol_origin(value) is not None and any(self.symbol_origin(s) is None for s in symbols):
+            found.setdefault(value, kind)
+            return
+        for sym in symbols:
+            found.setdefault(sym, float if symbol_is_type(sym, (SymT.FLOAT, SymT.UNBACKED_FLOAT)) else int)
 
     def per_call_arg(self, expr: sympy.Expr) -> FunctionArg | None:
         """The scalar argument that carries a per-call host value, if ``expr`` is one."""
@@ -398,6 +417,9 @@ class KernelModel:
         return None if entry is None else entry.origin
 
 
+_PYTHON_TYPES: dict[type, type] = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
 def host_tensor_name(node: Any) -> str | None:
     """The host variable behind a ``_host_tensor(name)`` node, else None."""
     if isinstance(node, fx.Node) and node.op == "call_function" and node.target is _tracing_ops._host_tensor:
@@ -405,15 +427,16 @@ def host_tensor_name(node: Any) -> str | None:
     return None
 
 
-def _free_symbols(val: Any) -> list[sympy.Symbol]:
-    """Free symbols of a node value (symbolic scalars, tensor shapes, lists of them)."""
+def _scalars_in(val: Any) -> Iterator[tuple[Any, type]]:
+    """The symbolic scalars of a node value (itself, the sizes of a tensor, the items of a
+    list) with the Python type of each."""
     if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
-        return sorted(val.node.expr.free_symbols, key=str)
-    if isinstance(val, torch.Tensor):
-        return [s for d in val.shape for s in _free_symbols(d)]
-    if isinstance(val, (list, tuple)):
-        return [s for item in val for s in _free_symbols(item)]
-    return []
+        yield val, _PYTHON_TYPES[type(val)]
+    elif isinstance(val, torch.Tensor):
+        yield from ((size, int) for size in val.shape)
+    elif isinstance(val, (list, tuple)):
+        for item in val:
+            yield from _scalars_in(item)
 
 
 def _static_shape(fake: torch.Tensor) -> tuple[int | None, ...]:

@@ -139,10 +139,10 @@ class KernelState:
                 elif isinstance(arg.fake, sympy.Basic):  # a per-call host value (its symbol or bool expression)
                     self.symbols.setdefault(arg.fake, value)
                 continue
-            for axis, size in enumerate(arg.fake.shape):
-                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
-                    if size.node.expr not in self.symbols:
-                        self.symbols[size.node.expr] = self.emit.dim(value, axis)  # type: ignore[arg-type]
+            assert isinstance(value, Tensor) and value.sizes is not None
+            for axis, size in enumerate(arg.fake.shape):  # a size symbol, or an expression (``n // 2 + 1``)
+                if isinstance(size, torch.SymInt) and size.node.expr.free_symbols and size.node.expr not in self.symbols:
+                    self.symbols[size.node.expr] = value.sizes[axis]
         self._bind_runtime_block_sizes()
         for block_id, numel in self.model.persistent_reductions.items():
             extent = self.eval_symbolic(numel)
