@@ -190,3 +190,15 @@ def test_a_symbol_without_origin_is_refused_with_what_to_do() -> None:
     with pytest.raises(UnsupportedNodeError, match="Helion recorded no origin .* read the value into a host "
                                                    "variable before the loop"):
         generate_mlir(bound)
+
+
+def test_errors_of_the_compiled_function_name_the_host_value_not_its_position() -> None:
+    """A value the host code computes reaches the compiled function unchecked by the kernel's
+    own argument checks; when it does not fit, the error names it as the host code does."""
+    x = torch.arange(-20, 20, dtype=torch.int64) * 977
+    compiled = compile_kernel(KERNELS.low_bits.bind((x, 8)))
+    for bits in (8, 3, 63):
+        torch.testing.assert_close(compiled(x, bits), x & ((1 << bits) - 1))
+    with pytest.raises(ArgumentError, match=r"^host value 'mask' of low_bits \(computed by its host code\), passed as "
+                                            r"%mask: i64: 18446744073709551615 does not fit in i64$"):
+        compiled(x, 64)

@@ -1,5 +1,6 @@
 """Small kernels for tests/test_kernel_arguments.py: hl.specialize, a tuple of options with a
-bool item, and a module-level dict item read inside an inner device loop."""
+bool item, a module-level dict item read inside an inner device loop, and a host local
+computed from an int argument."""
 
 from __future__ import annotations
 
@@ -55,4 +56,14 @@ def decayed_row_sum(x: torch.Tensor) -> torch.Tensor:
         for tile_c in hl.tile(x.size(1)):
             acc = DECAY["gamma"] * acc + torch.sum(x[tile_r, tile_c], -1)
         out[tile_r] = acc
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16]))
+def low_bits(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """The low ``bits`` bits of each element, with the mask computed by the host code."""
+    mask = (1 << bits) - 1
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] & mask
     return out

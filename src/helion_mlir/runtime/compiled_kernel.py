@@ -20,11 +20,11 @@ from ..errors import ArgumentError, HelionMLIRError
 from ..generate import bind_kernel, generate_mlir
 from ..kinds import Kind
 from ..lowering.host_values import evaluate_origin
-from ..lowering.kernel_model import FunctionArg, KernelModel, resolve_config
+from ..lowering.kernel_model import ArgKind, FunctionArg, KernelModel, resolve_config
 from ..lru_cache import LRUCache
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
-from .argument_checks import ArgumentChecks, describe_value
+from .argument_checks import ArgumentChecks, ReadGuards, describe_value
 from .engine import CompiledFunction, compile_module
 from .host_code import HostCode
 from .iree_engine import IreeFunction, compile_with_iree
@@ -86,7 +86,9 @@ class CompiledKernel:
         else:
             self.function = compile_module(self.mlir, self.model.name, output_type=self.output_type,
                                            pipeline=pipeline, threads=threads, in_place=pipeline is Pipeline.FAST)
-        self.host = HostCode.from_bound(bound, self.config)
+        self._read_guards = ReadGuards(self.model)
+        wanted = {name for arg in self.model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
+        self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
@@ -110,7 +112,14 @@ class CompiledKernel:
 
         def launch(device_args: dict[str, Any]) -> None:
             call = [self._device_value(arg, device_args, by_param) for arg in self.model.args]
-            results = self.function(*call)
+            if self._read_guards.checks:
+                self._read_guards.check(device_args)
+            try:
+                results = self.function(*call)
+            except ArgumentError as err:
+                if err.position is None:
+                    raise
+                raise ArgumentError(f"{self._describe(self.model.args[err.position])}: {err.problem}") from None
             for name, result in zip(self.model.results, results):
                 target = self._device_value(self.model.arg(name), device_args, by_param)
                 if result is target:  # written in place (fast pipeline)
@@ -135,6 +144,14 @@ class CompiledKernel:
             except HelionMLIRError:
                 pass
         raise ArgumentError(f"the host code of '{self.name}' did not provide '{arg.name}'")
+
+    def _describe(self, arg: FunctionArg) -> str:
+        """How a message names an argument of the emitted function: by the kernel's parameter,
+        or by the host code's variable for the values its host code computes."""
+        if arg.is_kernel_param:
+            return f"argument '{arg.name}' of {self.name}"
+        what = "host tensor" if arg.kind is ArgKind.TENSOR else "host value"
+        return f"{what} '{arg.name}' of {self.name} (computed by its host code), passed as {arg.ssa}: {arg.mlir_type}"
 
     def check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None) -> None:
         """Reject arguments the kernel was not compiled for (see :class:`ArgumentChecks`)."""

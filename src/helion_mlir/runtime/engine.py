@@ -222,7 +222,7 @@ class CompiledFunction:
         for index, param, static_dims in self._checks:
             value = args[index]
             if param is None:  # a scalar
-                cells[index].value = check_scalar(self._where(index), self.params[index], value)  # type: ignore[arg-type,union-attr]
+                cells[index].value = check_scalar(self._where(index), self.params[index], value, index)  # type: ignore[arg-type,union-attr]
                 continue
             if not (
                 isinstance(value, torch.Tensor)
@@ -232,7 +232,7 @@ class CompiledFunction:
                 and (value.shape == static_dims if static_dims is not None else value.dim() == param.rank)
                 and value.is_contiguous()
             ):  # not the common case: full checks, a contiguous copy or unpacked pairs when needed
-                value = check_tensor(self._where(index), param, value)
+                value = check_tensor(self._where(index), param, value, index)
                 if param.dtype in PACKED_PAIR_DTYPES:
                     value = unpack_pairs(value)
                 passed[index] = value

@@ -4,8 +4,11 @@ Helion generates, for every kernel, a host function: the kernel's Python code ou
 its tile loops (``out = torch.empty_like(x)``, views, sizes) followed by one call
 ``_launcher(device_fn, grid, *device_args)`` whose ``device_args`` are named by the
 device function's parameters (host variable names). We take that host function from
-Helion's generated source, execute it, and receive the device arguments by name; the
-kernel's return value is then exactly what Helion's host code returns.
+Helion's generated source, make each launch also pass the host code's variables
+(``locals()``: the emitted function can need a host value Helion's device function does not
+take, such as a value read from tensor data), execute it, and receive the device arguments
+and variables by name; the kernel's return value is then exactly what Helion's host code
+returns.
 
 Helion generates the host function together with GPU device code, which can fail for
 reasons that do not concern us (an op its Triton code generator lacks). Then the host
@@ -23,7 +26,7 @@ import math
 import sys
 import textwrap
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import helion
@@ -107,14 +110,18 @@ class HostCode:
     source: str
 
     @classmethod
-    def from_bound(cls, bound: Any, config: Any) -> "HostCode":
-        """Helion's generated host function, or the kernel's source when generation fails."""
+    def from_bound(cls, bound: Any, config: Any, wanted: Collection[str] = ()) -> "HostCode":
+        """Helion's generated host function, or the kernel's source when generation fails.
+
+        ``wanted`` names the host values a launch must provide (the emitted function's
+        arguments, the values the call checks): those Helion's device function does not take
+        are passed from the host code's variables."""
         try:
             source = bound.to_triton_code(config)
         except Exception as err:  # Helion's GPU code generator: any failure is its own
             log.info("Helion's code generator failed (%s); running host code from the kernel source", err)
             return cls.from_kernel_source(bound, config)
-        return cls._from_generated(bound, source)
+        return cls._from_generated(bound, source, wanted)
 
     @classmethod
     def from_kernel_source(cls, bound: Any, config: Any = None) -> "HostCode":
@@ -146,7 +153,7 @@ class HostCode:
         return cls(namespace[func.name], (), source)
 
     @classmethod
-    def _from_generated(cls, bound: Any, source: str) -> "HostCode":
+    def _from_generated(cls, bound: Any, source: str, wanted: Collection[str]) -> "HostCode":
         tree = ast.parse(source)
         functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
         host = next(
@@ -159,6 +166,8 @@ class HostCode:
         if device is None:
             raise HelionMLIRError(f"host code launches '{device_name}', which Helion did not generate")
         params = tuple(a.arg for a in device.args.args)
+        if set(wanted) - set(params):
+            _pass_host_locals(host)
         module = ast.Module(body=[host], type_ignores=[])
         fn = bound.kernel.fn
         namespace = dict(getattr(fn, "__globals__", {}))
@@ -170,7 +179,8 @@ class HostCode:
         return cls(namespace[host.name], params, source)
 
     def run(self, args: tuple[Any, ...], launch: Launch) -> Any:
-        """Run the host code on ``args``; each launch calls ``launch(device_args_by_name)``."""
+        """Run the host code on ``args``; each launch calls ``launch(values)`` with the host
+        code's variables by name, the device arguments under their parameter names."""
 
         def launcher(_device_fn: Any, _grid: Any, *device_args: Any, **options: Any) -> None:
             if not self.device_params:  # host code from the kernel source: variables by name
@@ -180,9 +190,29 @@ class HostCode:
                 raise HelionMLIRError(
                     f"host code passed {len(device_args)} device arguments, expected {len(self.device_params)}"
                 )
-            launch(dict(zip(self.device_params, device_args)))
+            host_locals = options.get(_HOST_LOCALS)
+            if host_locals is None:
+                launch(dict(zip(self.device_params, device_args)))
+                return
+            values = dict(host_locals)
+            values.update(zip(self.device_params, device_args))
+            launch(values)
 
         return self.function(*args, _launcher=launcher)
+
+
+# The keyword under which generated host code passes its variables to the launcher.
+_HOST_LOCALS = "_host_locals"
+
+
+def _pass_host_locals(host: ast.FunctionDef) -> None:
+    """Make each launch of ``host`` also pass ``locals()``, for the host values (a value read
+    from tensor data, a local a guard of the trace is about) that Helion's device function
+    does not take."""
+    for node in ast.walk(host):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_launcher":
+            node.keywords.append(ast.keyword(arg=_HOST_LOCALS, value=ast.parse("locals()", mode="eval").body))
+    ast.fix_missing_locations(host)
 
 
 def _is_device_loop(stmt: ast.stmt) -> bool:

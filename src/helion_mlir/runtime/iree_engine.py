@@ -188,13 +188,13 @@ class IreeFunction:
         for index, (param, value) in enumerate(zip(self.params, args)):
             where = f"argument #{index} ({param.mlir_type}) of @{self.func_name}"
             if isinstance(param, TensorParam):
-                view = self._buffer_view(check_tensor(where, param, value))
+                view = self._buffer_view(check_tensor(where, param, value, index))
                 keep_alive.append(view)
                 inputs.push_ref(view.ref)
             elif param.mlir_type in ("f32", "f64"):
-                inputs.push_float(float(check_scalar(where, param, value)))
+                inputs.push_float(float(check_scalar(where, param, value, index)))
             else:
-                inputs.push_int(int(check_scalar(where, param, value)))
+                inputs.push_int(int(check_scalar(where, param, value, index)))
         outputs = iree_runtime.VmVariantList(len(self.results))
         with self._lock:
             try:

@@ -57,11 +57,13 @@ def accepts_dtype(expected: torch.dtype, given: torch.dtype) -> bool:
     return given == expected or (given == torch.uint8 and (expected == torch.int8 or expected in PACKED_PAIR_DTYPES))
 
 
-def check_tensor(where: str, param: TensorParam, value: object) -> torch.Tensor:
+def check_tensor(where: str, param: TensorParam, value: object, position: int | None = None) -> torch.Tensor:
     """``value`` as a dense row-major CPU tensor of ``param``'s type (a contiguous copy
-    when it is not), or :class:`~helion_mlir.errors.ArgumentError` naming ``where``."""
+    when it is not), or :class:`~helion_mlir.errors.ArgumentError` naming ``where`` (the
+    argument at ``position``)."""
     if not isinstance(value, torch.Tensor):
-        raise ArgumentError(f"{where}: expected a torch.Tensor, got {type(value).__name__}")
+        problem = f"expected a torch.Tensor, got {type(value).__name__}"
+        raise ArgumentError(f"{where}: {problem}", position=position, problem=problem)
     problem = None
     if value.device.type != "cpu":
         problem = f"expected a CPU tensor, got one on {value.device}"
@@ -77,19 +79,21 @@ def check_tensor(where: str, param: TensorParam, value: object) -> torch.Tensor:
                 problem = f"dimension {dim} must be {expected}, got shape {tuple(value.shape)}"
                 break
     if problem is not None:
-        raise ArgumentError(f"{where}: {problem}")
+        raise ArgumentError(f"{where}: {problem}", position=position, problem=problem)
     return value if value.is_contiguous() else value.contiguous()
 
 
-def check_scalar(where: str, param: ScalarParam, value: object) -> int | float | bool:
+def check_scalar(where: str, param: ScalarParam, value: object, position: int | None = None) -> int | float | bool:
     """``value`` if it is a number ``param`` can take, or
-    :class:`~helion_mlir.errors.ArgumentError` naming ``where``."""
+    :class:`~helion_mlir.errors.ArgumentError` naming ``where`` (the argument at ``position``)."""
+    problem = None
     # bool is an int to Python; an integer parameter must not silently take a flag.
     if not isinstance(value, param.accepted) or (isinstance(value, bool) and bool not in param.accepted):
-        expected = " or ".join(t.__name__ for t in param.accepted)
-        raise ArgumentError(f"{where}: expected {expected}, got {type(value).__name__}")
-    if param.accepted == (int,):
+        problem = f"expected {' or '.join(t.__name__ for t in param.accepted)}, got {type(value).__name__}"
+    elif param.accepted == (int,):
         bits = ctypes.sizeof(param.ctype) * 8
         if not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):  # type: ignore[operator]
-            raise ArgumentError(f"{where}: {value} does not fit in {param.mlir_type}")
+            problem = f"{value} does not fit in {param.mlir_type}"
+    if problem is not None:
+        raise ArgumentError(f"{where}: {problem}", position=position, problem=problem)
     return value  # type: ignore[return-value]
