@@ -23,10 +23,15 @@ from examples_util import (
     run_reference_mode,
 )
 
+from helion_mlir.lowering.tensor_reads import tensor_reads
+
 NAMES = example_names()
 
 # Examples that are about dynamic shapes; every other example keeps static_shapes=True.
 DYNAMIC_SHAPE_EXAMPLES = {"row_mean_dynamic"}
+# Examples whose host code reads values from tensor data (``.item()``); the jagged, grouped
+# and MoE examples load their offsets in device code instead.
+READS_TENSOR_DATA = {"jagged_to_padded", "padded_to_jagged", "clip_grad_norm"}
 
 # Node targets (spelled as in the op census) that the examples together must produce.
 COVERAGE = {
@@ -363,6 +368,10 @@ EXPECTED: dict[str, set[str]] = {
     "split_k_barrier": {"ReductionLoopGraphInfo", "aten.addmm.default", "tile_ops.tile_id", "tile_ops.tile_end"},
     "split_k_tunable": {"atomic_ops.atomic_add", "aten.addmm.default", "tile_ops.tile_begin"},
     "chunk_means": {"tile_ops.tile_id", "aten.sum.dim_IntList", "aten.div.Tensor"},
+    # Values read from tensor data on the host (.item()): sizes, loop bounds, device scalars.
+    "jagged_to_padded": {"memory_ops.load", "aten.lt.Tensor", "tile_ops.tile_index", "view_ops.subscript"},
+    "padded_to_jagged": {"memory_ops.store", "aten.mul.Tensor", "aten.lt.Tensor", "tile_ops.tile_index"},
+    "clip_grad_norm": {"aten.mul.Tensor"},
     "softmax_whole_row": {"aten.amax.default", "aten.exp.default", "_tracing_ops._mask_to"},
 }
 
@@ -426,6 +435,8 @@ def test_example_binds(name: str, shape: str) -> None:
     writes = {"memory_ops.store"} | {t for t in produced if t.startswith("atomic_ops.")}
     assert writes & produced, f"{name}: the device IR writes nothing"
     assert EXPECTED[name] - produced == set()
+    reads = tensor_reads(bound.env)
+    assert bool(reads) == (name in READS_TENSOR_DATA), f"{name}: values read from tensor data {reads}"
 
 
 @pytest.mark.parametrize(("name", "shape"), CASES)
