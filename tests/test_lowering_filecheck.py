@@ -268,7 +268,7 @@ def test_atomic_add_at_tensor_index_updates_element_by_element_over_valid_lanes(
     # uses the entry size, never a tensor.dim of the loop-carried value. The element is stored
     # as a one-element slice (see docs/downstream.md).
     filecheck(emit("histogram", "ragged"), r"""
-        // CHECK-LABEL: func.func @histogram(%x: tensor<1000xf32>, %lo: f64, %hi: f64, %num_bins: i64, %counts: tensor<?xi32>) -> (tensor<?xi32>)
+        // CHECK-LABEL: func.func @histogram(%x: tensor<1000xf32>, %lo: f64, %hi: f64, %num_bins: i64, %bin_width: f64, %counts: tensor<?xi32>) -> (tensor<?xi32>)
         // CHECK-NEXT:    %[[C0:$V]] = arith.constant 0 : index
         // CHECK-NEXT:    %[[BINS:$V]] = tensor.dim %counts, %[[C0]] : tensor<?xi32>
         // CHECK-NOT:     tensor.dim

@@ -342,17 +342,17 @@ class KernelModel:
         return {expr: kind for expr, kind in found.items() if self.symbol_origin(expr) is not None}
 
     def _use_expr(self, found: dict[sympy.Expr, type], value: Any, kind: type) -> None:
-        """Add the symbols of ``value``'s expression, or the whole expression when it has a host
-        name of its own and a symbol of it has none (``n = max(int(t.item()), 1)``)."""
+        """Add ``value``'s expression when it has a host origin of its own (the host code's
+        ``bin_width = (hi - lo) / num_bins``, ``n = max(int(t.item()), 1)``, a size of a host
+        tensor): the host computed it, as Helion's own code generator takes it; else its symbols."""
         if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             value = value.node.expr
         if not isinstance(value, sympy.Basic) or not value.free_symbols:
             return
-        symbols = sorted(value.free_symbols, key=str)
-        if self.symbol_origin(value) is not None and any(self.symbol_origin(s) is None for s in symbols):
+        if self.symbol_origin(value) is not None:
             found.setdefault(value, kind)
             return
-        for sym in symbols:
+        for sym in sorted(value.free_symbols, key=str):
             found.setdefault(sym, float if symbol_is_type(sym, (SymT.FLOAT, SymT.UNBACKED_FLOAT)) else int)
 
     def per_call_arg(self, expr: sympy.Expr) -> FunctionArg | None:
