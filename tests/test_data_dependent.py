@@ -19,6 +19,8 @@ import torch
 from examples_util import assert_matches, load_example
 from filecheck_util import run_filecheck
 from helion.autotuner.config_generation import ConfigGeneration
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import helion_mlir.runtime.compiled_kernel as compiled_kernel_module
 import helion_mlir.lowering.tensor_reads as tensor_reads_module
@@ -219,3 +221,27 @@ def test_a_kernel_reading_tensor_data_bound_before_the_import_is_refused() -> No
     tensor_reads_module._RECORDS.pop(bound.env)  # as if bound before `import helion_mlir`
     with pytest.raises(DataDependentValueError, match="bound before helion_mlir was imported"):
         generate_mlir(bound)
+
+
+@functools.cache
+def dynamic_example(name: str) -> tuple[Any, Any]:
+    """An example's module and its kernel with static_shapes=False, compiled once."""
+    module = load_example(Path(__file__).resolve().parent.parent / "examples" / f"{name}.py")
+    twin = helion.kernel(module.KERNEL.fn, config=module.KERNEL.configs[0], static_shapes=False,
+                         ignore_warnings=module.KERNEL.settings.ignore_warnings)
+    return module, compile_kernel(twin.bind(module.make_args("ragged")))
+
+
+@settings(max_examples=20)
+@given(lengths=st.lists(st.integers(0, 13), min_size=1, max_size=6))
+def test_jagged_to_padded_and_back_for_any_segment_lengths(lengths: list[int]) -> None:
+    """Two examples whose sizes come from the offsets, each compiled once: padding then
+    packing gives the values back, and each step matches torch."""
+    to_padded_module, to_padded = dynamic_example("jagged_to_padded")
+    to_jagged_module, to_jagged = dynamic_example("padded_to_jagged")
+    values, offsets = to_padded_module.make_args("ragged", lengths=lengths)
+    padded = to_padded(values, offsets)
+    torch.testing.assert_close(padded, to_padded_module.reference(values, offsets), rtol=0, atol=0)
+    packed = to_jagged(padded, offsets.to(torch.int32))
+    torch.testing.assert_close(packed, to_jagged_module.reference(padded, offsets.to(torch.int32)), rtol=0, atol=0)
+    torch.testing.assert_close(packed, values, rtol=0, atol=0)

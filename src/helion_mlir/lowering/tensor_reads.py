@@ -28,12 +28,13 @@ value (docs/abi.md); the kernel model refuses what is still pinned or sliced
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import inspect
 import textwrap
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import sympy
@@ -101,6 +102,10 @@ class _Reads:
     # How many guards the shape environment held when the bind ended: later ones come from
     # code generators (Helion's Triton code generation decides with the placeholder too).
     bind_guards: int | None = None
+    # Guards made inside torch ops on host tensors (``out.view(total, features)`` assumes
+    # ``features * total >= 2``): the host code runs those ops again at each call, on the
+    # real values, so they decide nothing the emitted code depends on.
+    torch_op_guards: set[int] = dataclasses.field(default_factory=set)
 
 
 # Per compile environment (one per bound kernel).
@@ -132,11 +137,13 @@ def install() -> None:
 
     @functools.wraps(attribute_call)
     def propagate_attribute_call(self: TensorAttributeType, args: Any, kwargs: Any, origin: Any) -> TypeInfo:
-        result = attribute_call(self, args, kwargs, origin)
-        if origin.is_host():
-            if self.attr() == "item" and isinstance(result, NumericType):
-                _record(_symbols(result.value))
-            _note_pins()
+        if not origin.is_host():
+            return attribute_call(self, args, kwargs, origin)
+        with _torch_op_guards():  # a tensor method: torch's own guards, made again at each call
+            result = attribute_call(self, args, kwargs, origin)
+        if self.attr() == "item" and isinstance(result, NumericType):
+            _record(_symbols(result.value))
+        _note_pins()
         return result
 
     @functools.wraps(callable_call)
@@ -144,16 +151,18 @@ def install() -> None:
         record = _current_record()
         if record is None or not record.symbols or not origin.is_host():
             return callable_call(self, args, kwargs, origin)
-        if any(_depends_on(a, record) for a in args):
-            kept = _kept_symbolic(self.value, args, kwargs, origin)
-            if kept is not None:
-                return kept
-            result = callable_call(self, args, kwargs, origin)
-            if isinstance(result, NumericType):  # a fresh symbol computed from a read is one too
-                known = {s for a in args if isinstance(a, NumericType) for s in _symbols(a.value)}
-                _record(s for s in _symbols(result.value) if s not in known)
-        else:
-            result = callable_call(self, args, kwargs, origin)
+        torch_op = (getattr(self.value, "__module__", None) or "").startswith("torch")
+        with _torch_op_guards() if torch_op else contextlib.nullcontext():
+            if any(_depends_on(a, record) for a in args):
+                kept = _kept_symbolic(self.value, args, kwargs, origin)
+                if kept is not None:
+                    return kept
+                result = callable_call(self, args, kwargs, origin)
+                if isinstance(result, NumericType):  # a fresh symbol computed from a read is one too
+                    known = {s for a in args if isinstance(a, NumericType) for s in _symbols(a.value)}
+                    _record(s for s in _symbols(result.value) if s not in known)
+            else:
+                result = callable_call(self, args, kwargs, origin)
         _note_pins()
         return result
 
@@ -223,6 +232,21 @@ def _record(symbols: Iterable[sympy.Symbol]) -> None:
             record.symbols.setdefault(symbol, TensorRead(symbol, line))
 
 
+@contextlib.contextmanager
+def _torch_op_guards() -> Iterator[None]:
+    """Record the guards made inside the enclosed torch op as torch's own."""
+    record = _current_record()
+    if record is None:
+        yield
+        return
+    guards = CompileEnvironment.current().shape_env.guards
+    first = len(guards)
+    try:
+        yield
+    finally:
+        record.torch_op_guards.update(range(first, len(guards)))
+
+
 def _note_pins() -> None:
     """Record where a read was replaced by a number, the first time it is."""
     record = _current_record()
@@ -267,12 +291,14 @@ def _calls_item(fn: Any) -> bool:
 
 
 def read_guards(env: CompileEnvironment) -> list[sympy.Basic]:
-    """The guards the bind made on values read from tensor data, in the order it made them."""
+    """The decisions the bind made with the placeholders of values read from tensor data (its
+    guards on them, but for torch's own inside host tensor ops), in the order it made them."""
     record = _RECORDS.get(env)
     if record is None:
         return []
     guards = env.shape_env.guards[:record.bind_guards]
-    return [g.expr for g in guards if any(s in record.symbols for s in g.expr.free_symbols)]
+    return [g.expr for i, g in enumerate(guards)
+            if i not in record.torch_op_guards and any(s in record.symbols for s in g.expr.free_symbols)]
 
 
 def refuse_lost_reads(env: CompileEnvironment, host_tensors: dict[str, Any], fn: Any) -> None:
