@@ -3,6 +3,7 @@ plus the console script and ``python -m helion_mlir`` as subprocesses."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -13,13 +14,13 @@ import pytest
 import torch
 
 from helion_mlir import OutputType, batch, verify_module_text
-from helion_mlir.cli import main
 from helion_mlir.cli import ops as cli_ops
 from helion_mlir.cli import run as cli_run
-from helion_mlir.cli.kernel_loading import TensorArgSpec, load_module, make_args, parse_args_spec
+from helion_mlir.cli.kernel_loading import load_module
 from helion_mlir.importer.op_catalog import CATALOG
 from helion_mlir.importer.op_support import OpSupport
 from helion_mlir.runtime.iree_engine import iree_available
+from helion_mlir_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 ADD = ROOT / "examples" / "add.py"
@@ -46,6 +47,46 @@ ASM_KERNEL = textwrap.dedent(
     """
 )
 ASM_LINE = 10
+
+
+# A kernel with a default, a float parameter, a string option and an assert in its host code.
+SCALED_KERNEL = textwrap.dedent(
+    """\
+    import torch
+    import helion
+    import helion.language as hl
+
+
+    @helion.kernel(config=helion.Config(block_sizes=[8, 16]))
+    def scaled_act(x: torch.Tensor, bias: torch.Tensor, scale: float = 1.0, activation: str = "relu") -> torch.Tensor:
+        m, n = x.size()
+        assert bias.size(0) == n, "bias must have one value per column"
+        out = torch.empty_like(x)
+        for tm, tn in hl.tile([m, n]):
+            v = x[tm, tn] * scale + bias[tn][None, :]
+            if activation == "relu":
+                v = torch.relu(v)
+            else:
+                v = torch.sigmoid(v)
+            out[tm, tn] = v
+        return out
+    """
+)
+SCALED_ASSERT_LINE = 9
+
+
+@pytest.fixture
+def scaled_file(tmp_path: Path) -> Path:
+    path = tmp_path / "scaled.py"
+    path.write_text(SCALED_KERNEL)
+    return path
+
+
+def check_rows(out: str) -> dict[str, str]:
+    """The rows of a ``check`` table by their first column (the lines before the summary)."""
+    lines = out.splitlines()
+    end = next(i for i, line in enumerate(lines) if re.match(r"\d+ passed, \d+ failed, \d+ skipped$", line))
+    return {line.split()[0]: line for line in lines[1:end]}
 
 
 @pytest.fixture
@@ -87,7 +128,7 @@ def test_run_reports_matching_results_and_times(capsys) -> None:
     rms_norm = ROOT / "examples" / "rms_norm.py"
     assert main(["run", str(rms_norm), "--args", "f32[16,64], f32[64], 1e-5", "-t", "tosa"]) == 0
     out = capsys.readouterr().out
-    assert "args: f32[16,64], f32[64], 1e-05" in out
+    assert "args: x=f32[16,64], weight=f32[64], eps=1e-05" in out
     assert "result  f32[16,64]" in out and "rtol=0.0001 atol=0.0001  ok" in out
     assert "times: emit" in out and "compile" in out and "run" in out
     assert "match: 1 output(s) agree" in out
@@ -109,19 +150,18 @@ def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_
     (tmp_path / "no_args.py").write_text(ASM_KERNEL.replace("def make_args", "def other"))
 
     assert main(["check", str(tmp_path / "add.py"), str(tmp_path / "exp.py"), "--run"]) == 0
-    assert "2 checked: 2 passed, 0 failed, 0 skipped" in capsys.readouterr().out
+    assert "2 passed, 0 failed, 0 skipped" in capsys.readouterr().out
 
     assert main(["check", str(tmp_path), "--run"]) == 1
     captured = capsys.readouterr()
-    table = captured.out.split("5 checked:")[0].splitlines()[1:]
-    rows = {line.split()[0]: line for line in table}
+    rows = check_rows(captured.out)
     assert rows[f"{tmp_path / 'add.py'}:add"].split()[1:6] == ["linalg-on-tensors", "9", "yes", "yes", "yes"]
     assert rows[f"{tmp_path / 'exp.py'}:exp_kernel"].split()[3:6] == ["yes", "yes", "yes"]
     assert "inline assembly is specific to a GPU back end" in rows[f"{asm_file}:asm_copy"]
     assert f"{asm_file}:{ASM_LINE}" in rows[f"{asm_file}:asm_copy"]
     assert "import failed: SyntaxError" in rows[str(tmp_path / "broken.py")]
-    assert "skipped: no example args (define make_args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
-    assert "5 checked: 2 passed, 2 failed, 1 skipped" in captured.out
+    assert "skipped: no arguments (define make_args, or pass --args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
+    assert "2 passed, 2 failed, 1 skipped" in captured.out
     assert "hint: express the operation with torch ops" in captured.out  # the full failure message
     assert "3/3" in captured.err  # the progress bar
 
@@ -139,7 +179,7 @@ def test_check_leaves_out_virtual_environments_installed_packages_and_build_fold
     (tmp_path / "src" / "kernel_helpers.py").write_text("SCALE = 2\n")  # an ordinary folder is searched
     assert main(["check", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "1 checked: 1 passed, 0 failed, 0 skipped" in out
+    assert "1 passed, 0 failed, 0 skipped" in out
     assert "imported" not in out
     # A file named explicitly is taken even inside such a folder.
     assert main(["check", str(tmp_path / "build" / "lib" / "pkg" / "module.py")]) == 1
@@ -159,14 +199,14 @@ def test_check_reports_files_that_fail_to_import_or_to_be_read_and_goes_on(tmp_p
         "def make_args(shape: str = \"divisible\", dtype: torch.dtype | None = None) -> tuple:\n    raise SystemExit(4)"))
     assert main(["check", str(tmp_path), "--run"]) == 1
     out = capsys.readouterr().out
-    rows = {line.split()[0]: line for line in out.split("checked:")[0].splitlines()[1:]}
+    rows = check_rows(out)
     assert "import failed: RuntimeError: boom at import" in rows[str(tmp_path / "a_raises.py")]
     assert "import failed: SystemExit: 3" in rows[str(tmp_path / "b_exits.py")]
     assert "import failed: SyntaxError" in rows[str(tmp_path / "c_syntax.py")]
     assert "reading the module failed: ImportError: lazy import failed" in rows[str(tmp_path / "d_lazy.py")]
     assert "make_args('divisible') failed: SystemExit: 4" in rows[f"{tmp_path / 'e_args_exit.py'}:add"]
     assert rows[f"{tmp_path / 'z_add.py'}:add"].split()[1:6] == ["linalg-on-tensors", "9", "yes", "yes", "yes"]
-    assert "6 checked: 1 passed, 5 failed, 0 skipped" in out
+    assert "1 passed, 5 failed, 0 skipped" in out
 
 
 def test_batch_reports_an_error_raised_by_mistake_and_goes_on(monkeypatch) -> None:
@@ -206,7 +246,7 @@ def test_check_with_iree_reports_per_output_type_whether_iree_agrees_with_the_ji
     # A kernel converting to int64: IREE validates TOSA against the spec's profiles.
     assert rows["tosa"].split()[5:7] == ["no", "compile"]
     assert "'tosa.cast' op illegal" in out and "histogram.py:" in out
-    assert code == 1 and "2 checked: 1 passed, 1 failed" in out
+    assert code == 1 and "1 passed, 1 failed" in out
 
 
 def test_ops_prints_rule_targets_and_the_support_table(capsys) -> None:
@@ -238,17 +278,25 @@ def test_ops_measure_renders_a_fresh_measurement(monkeypatch, capsys) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["emit", str(ADD), "--args", "f32[32,64"], "bad --args: unclosed '['"),
-        (["emit", str(ADD), "--args", "f8[32,64], f32[32,64]"], "unknown dtype 'f8'"),
-        (["run", str(ADD), "--args", "f32[32,x], f32[32,64]"], "size 'x'"),
-        (["emit", str(ADD), "--args", "f32[32,64]"], "kernel 'add' takes 2 arguments (x, y), got 1"),
+        (["emit", str(ADD), "--args", "f32[32,64"], "argument --args: '[' was never closed"),
+        (["emit", str(ADD), "--args", "f8[32,64], f32[32,64]"],
+         "argument 1 (f8[32, 64]): name 'f8' is not defined; tensor dtypes are f32 f64 bf16"),
+        (["run", str(ADD), "--args", "f32[32,x], f32[32,64]"], "name 'x' is not defined; sizes are integers"),
+        (["emit", str(ADD), "--args", "f32[32,64]"], "missing a required argument: 'y'; the kernel is add(x, y)"),
+        (["emit", str(ADD), "--args", "f32[32,64], f32[32,64], f32[2]"], "too many positional arguments"),
+        (["emit", str(ADD), "--args", "f32[32,64], z=f32[32,64]"], "unexpected keyword argument 'z'"),
+        (["emit", str(ADD), "--args", "f32[32,64], 2"], "parameter 'y' takes a tensor, got 2 (int)"),
+        (["emit", str(ADD), "--args", "f32[99999999999,99999999999], f32[2]"],
+         "f32[99999999999,99999999999] takes 3.64e+10 TiB, more than the"),
+        (["emit", str(ADD), "--args", "torch.empty(-1), f32[2]"], "argument 1 (torch.empty(-1)): RuntimeError"),
         (["emit", str(ROOT / "examples" / "missing.py")], "no such file"),
-        (["emit", f"{ADD}:nope"], "has no helion kernel named 'nope' (kernels defined there: add)"),
+        (["emit", f"{ADD}:nope"], "has no helion kernel named 'nope' (kernels there: add)"),
         (["emit", str(ADD), "--config", "{block_sizes: [8]}"], "--config is not valid JSON"),
         (["emit", str(ADD), "--config", '{"block_size": [8]}'], "did you mean 'block_sizes'?"),
         (["emit", str(ADD), "-t", "spirv"], "unknown output type 'spirv'"),
         (["check", str(ROOT / "missing")], "no such file or folder"),
         (["check"], "the following arguments are required: PATH"),
+        (["ops", "--args", "f32[2]"], "--args and --config describe a kernel"),
         ([], "the following arguments are required: COMMAND"),
     ],
 )
@@ -277,29 +325,88 @@ def test_every_help_shows_an_example(command: str, capsys) -> None:
     assert any(line.strip().startswith(f"helion-mlir {command}") for line in out.splitlines())
 
 
-def test_args_spec_parses_tensors_and_numbers_and_makes_seeded_args() -> None:
-    specs = parse_args_spec(" bf16[2, 3],i64[4], bool[], 1e-5, -2, TRUE ")
-    assert specs == [TensorArgSpec(torch.bfloat16, (2, 3)), TensorArgSpec(torch.int64, (4,)),
-                     TensorArgSpec(torch.bool, ()), 1e-5, -2, True]
-    first, again = make_args(specs, seed=3), make_args(specs, seed=3)
-    assert [a.dtype for a in first[:3]] == [torch.bfloat16, torch.int64, torch.bool]
-    assert [tuple(a.shape) for a in first[:3]] == [(2, 3), (4,), ()]
-    assert all(torch.equal(a, b) for a, b in zip(first[:3], again[:3])) and first[3:] == (1e-5, -2, True)
-    assert not torch.equal(first[0], make_args(specs, seed=4)[0])
-    assert parse_args_spec("") == []
-
-
 def test_console_script_and_python_dash_m() -> None:
     """Both entry points, started together to halve the wait for their imports."""
     script = Path(sys.executable).parent / "helion-mlir"
     assert script.exists(), "reinstall the package: python -m pip install -e . --no-deps"
     emit = subprocess.Popen([str(script), "emit", str(ADD), "--args", ADD_ARGS, "-t", "tosa"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    bad = subprocess.Popen([sys.executable, "-m", "helion_mlir", "emit", str(ADD), "--args", "f32[32,64], 7x"],
+    bad = subprocess.Popen([sys.executable, "-m", "helion_mlir", "emit", str(ADD), "--args", "f32[32,64], 7"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     emit_out, emit_err = emit.communicate(timeout=300)
     _, bad_err = bad.communicate(timeout=300)
     assert emit.returncode == 0, emit_err
     verify_module_text(emit_out)
     assert bad.returncode == 2
-    assert bad_err.startswith("helion-mlir: error: bad --args: '7x' is neither a tensor"), bad_err
+    assert bad_err.startswith("helion-mlir: error: bad --args for kernel 'add': parameter 'y' takes a tensor"), bad_err
+
+
+def test_run_takes_keywords_strings_and_an_int_for_a_float_parameter(scaled_file: Path, capsys) -> None:
+    args = 'f32[16,48], f32[48], 30, activation="sigmoid"'
+    assert main(["run", str(scaled_file), "--args", args]) == 0
+    out = capsys.readouterr().out
+    assert "args: x=f32[16,48], bias=f32[48], scale=30.0, activation='sigmoid'" in out
+    assert "match: 1 output(s) agree" in out
+    assert main(["emit", str(scaled_file), "--args", args]) == 0
+    assert "%scale: f64" in capsys.readouterr().out  # a float, as from Python (30 alone would be an i64)
+
+
+def test_run_says_the_kernels_host_code_refused_the_arguments(scaled_file: Path, capsys) -> None:
+    assert main(["run", str(scaled_file), "--args", "f32[16,48], f32[40]"]) == 2
+    err = capsys.readouterr().err
+    assert "error: kernel 'scaled_act' refused these arguments: its host code raised" in err
+    assert "AssertionError: bias must have one value per column" in err
+    assert "assert bias.size(0) == n" in err  # the line that raised
+    assert "failed on the CPU" not in err and "another --output-type" not in err and "Traceback" not in err
+
+
+def test_check_exits_1_when_no_kernel_has_arguments_and_takes_args(scaled_file: Path, capsys) -> None:
+    assert main(["check", str(scaled_file)]) == 1
+    out = capsys.readouterr().out
+    assert "skipped: no arguments (define make_args, or pass --args)" in out
+    assert "nothing was checked: no kernel has arguments" in out
+    assert main(["check", str(scaled_file), "--args", "f32[16,48], f32[48], scale=2", "--run"]) == 0
+    rows = check_rows(capsys.readouterr().out)
+    assert rows[f"{scaled_file}:scaled_act"].split()[1:6] == ["linalg-on-tensors", "13", "yes", "yes", "yes"]
+    assert main(["check", str(scaled_file), "--args", "f32[16,48], f32[40]", "--run"]) == 1
+    row = check_rows(capsys.readouterr().out)[f"{scaled_file}:scaled_act"]
+    assert "the kernel's host code refused the arguments: AssertionError: bias must have one value" in row
+
+
+def test_check_finds_imported_kernels_with_make_kwargs_once(tmp_path: Path, capsys) -> None:
+    # kernels_for_uses.py defines the kernel without arguments; uses.py imports it and gives them.
+    (tmp_path / "kernels_for_uses.py").write_text(SCALED_KERNEL)
+    (tmp_path / "uses.py").write_text(textwrap.dedent(
+        """\
+        import torch
+        from kernels_for_uses import scaled_act
+
+        def make_args(shape="divisible"):
+            return (torch.randn(16, 48 if shape == "divisible" else 37), torch.randn(48 if shape == "divisible" else 37))
+
+        def make_kwargs(shape="divisible"):
+            return {"activation": "sigmoid", "scale": 0.5}
+        """))
+    assert main(["check", str(tmp_path), "--run", "--shape", "ragged"]) == 0
+    out = capsys.readouterr().out
+    rows = check_rows(out)
+    assert list(rows) == [f"{tmp_path / 'uses.py'}:scaled_act"]  # checked where it has arguments, once
+    assert rows[f"{tmp_path / 'uses.py'}:scaled_act"].split()[3:6] == ["yes", "yes", "yes"]
+    assert "1 passed, 0 failed, 0 skipped" in out
+    assert main(["emit", str(tmp_path / "uses.py")]) == 0
+    assert "%x: tensor<16x48xf32>" in capsys.readouterr().out  # make_args() of the importing file
+
+
+def test_ops_of_a_kernel_lists_its_ops_and_where_each_output_type_stops(asm_file: Path, capsys) -> None:
+    assert main(["ops", str(ROOT / "examples" / "rms_norm.py")]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:] if line and not line.startswith(("(", "["))}
+    assert rows["memory_ops.load"][3] == "rules.memory" and rows["memory_ops.store"][3] == "rules.memory"
+    assert rows["aten.rsqrt.default"][3:] == ["torch-mlir", "yes", "yes", "yes", "yes"]
+    assert out.splitlines()[0].startswith("kernel rms_norm (") and "args: x=f32[" in out.splitlines()[0]
+    assert main(["ops", str(asm_file)]) == 0
+    out = capsys.readouterr().out
+    row = next(line.split() for line in out.splitlines() if line.startswith("inline_asm_ops."))
+    assert row[3:] == ["refused", "no", "[1]", "no", "[1]", "no", "[1]", "no", "[1]"]
+    assert f"[1] raw, linalg-on-tensors, tosa, stablehlo: node 'inline_asm_elementwise'" in out
+    assert next(line.split() for line in out.splitlines() if line.startswith("memory_ops.load"))[4:] == ["?"] * 4

@@ -11,7 +11,7 @@ import torch
 from filecheck_util import run_filecheck
 from torch_mlir import ir
 
-from helion_mlir.cli import main
+from helion_mlir_cli import main
 from helion_mlir.errors import ExecutionError
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.output_type import OutputType

@@ -1,7 +1,7 @@
-"""``python -m helion_mlir``: the ``helion-mlir`` command."""
+"""``python -m helion_mlir``: the ``helion-mlir`` command (parsed by :mod:`helion_mlir_cli`)."""
 
 import sys
 
-from .cli import main
+from helion_mlir_cli import main
 
 sys.exit(main())

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+import helion
+
 from ..batch import KernelCase, KernelResult, check_kernels
 from ..output_type import OutputType
 from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError
-from .kernel_loading import (
-    KernelFileError,
-    find_kernels,
-    load_module,
-)
+from .kernel_loading import KernelFileError, find_kernels, load_module
 from .ops import table
 from .run import RunOutcome, run_and_compare, run_on_iree_and_compare
+from .targets import kernel_arguments
 
 
 @dataclasses.dataclass
@@ -78,9 +78,24 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-def check_command(options: argparse.Namespace) -> int:
-    output_types = options.output_type or [OutputType.LINALG_ON_TENSORS]
+def _kernel_key(kernel: helion.Kernel) -> tuple[str, str]:
+    """The same kernel whether a file defines it or imports it (an import under another
+    module name makes a separate object): its source file and qualified name."""
+    fn = kernel.fn
+    try:
+        source = str(Path(inspect.getsourcefile(fn) or "").resolve())
+    except TypeError:
+        source = ""
+    return source, fn.__qualname__
+
+
+def _collect_kernels(options: argparse.Namespace) -> list[CheckRow | KernelCase]:
+    """A case per kernel found with arguments, a row per file or kernel that fails before
+    lowering, and a "skipped" row per kernel without arguments (unless another file gives
+    that kernel arguments)."""
     entries: list[CheckRow | KernelCase] = []
+    checked: set[tuple[str, str]] = set()
+    skipped: list[tuple[tuple[str, str], CheckRow]] = []
     for file, label in _collect_files(options.paths):
         try:
             module = load_module(file)
@@ -92,7 +107,7 @@ def check_command(options: argparse.Namespace) -> int:
             continue
         try:  # a module's __getattr__ may raise anything
             kernels = find_kernels(module)
-            make = getattr(module, "make_args", None) if kernels else None
+            has_arguments = options.args is not None or callable(getattr(module, "make_args", None))
         except (Exception, SystemExit) as err:
             reason = f"reading the module failed: {type(err).__name__}: {err}"
             entries.append(CheckRow(label, reason=_first_line(reason), failed=True, details=reason))
@@ -100,17 +115,27 @@ def check_command(options: argparse.Namespace) -> int:
             continue
         for name, kernel in kernels.items():
             kernel_label = f"{label}:{name}"
-            if not callable(make):
-                entries.append(CheckRow(kernel_label, reason="skipped: no example args (define make_args)"))
+            if not has_arguments:
+                row = CheckRow(kernel_label, reason="skipped: no arguments (define make_args, or pass --args)")
+                skipped.append((_kernel_key(kernel), row))
+                entries.append(row)
                 continue
             try:
-                args = tuple(make(options.shape))
-            except (Exception, SystemExit) as err:
-                reason = f"make_args({options.shape!r}) failed: {type(err).__name__}: {err}"
-                entries.append(CheckRow(kernel_label, reason=_first_line(reason), failed=True, details=reason))
-                _show_traceback(err, options.debug)
+                args = kernel_arguments(options, module, kernel, shape=options.shape, where=label)
+            except CommandError as err:
+                entries.append(CheckRow(kernel_label, reason=_first_line(err.message), failed=True,
+                                        details=err.message))
+                _show_traceback(err.__cause__, options.debug)
                 continue
+            checked.add(_kernel_key(kernel))
             entries.append(KernelCase(kernel_label, kernel, args))
+    checked_elsewhere = {id(row) for key, row in skipped if key in checked}
+    return [entry for entry in entries if id(entry) not in checked_elsewhere]
+
+
+def check_command(options: argparse.Namespace) -> int:
+    output_types = [OutputType.parse(t) for t in options.output_type or ["linalg-on-tensors"]]
+    entries = _collect_kernels(options)
     if not entries:
         raise CommandError(f"no Python files with helion kernels in {' '.join(options.paths)}",
                            next_step="pass files or folders that define @helion.kernel functions")
@@ -152,6 +177,9 @@ def check_command(options: argparse.Namespace) -> int:
                 _add_iree_outcome(row, iree_runs.get((r.label, r.output_type)))
                 rows.append(row)
     _print_check_report(rows, options.run, options.iree)
+    if not cases:
+        print("nothing was checked: no kernel has arguments (define make_args(shape) in its file, or pass --args)")
+        return EXIT_FAILED
     return EXIT_FAILED if any(row.failed for row in rows) else EXIT_OK
 
 
@@ -168,7 +196,8 @@ def _result_row(result: KernelResult, run: RunOutcome | StageError | None) -> Ch
                    details=result.reason)
     if isinstance(run, StageError):
         row.matched, row.failed = "no", True
-        row.reason, row.details = f"{run.stage} failed: {_first_line(run.details)}", run.details
+        failed = "the kernel's host code refused the arguments" if run.stage == "host" else f"{run.stage} failed"
+        row.reason, row.details = f"{failed}: {_first_line(run.details)}", run.details
     elif isinstance(run, RunOutcome):
         row.seconds += run.compile_seconds + run.run_seconds + run.reference_seconds
         row.matched = "yes" if run.ok else "no"
@@ -192,7 +221,8 @@ def _add_iree_outcome(row: CheckRow, run: RunOutcome | StageError | None) -> Non
             f"{c.label} max abs error {c.max_abs_error:.3g}" for c in run.mismatches)
         details = problem
     else:
-        row.iree = {"compile": "no compile", "run": "no run", "jit": "no jit"}.get(run.stage, f"no {run.stage}")
+        row.iree = {"compile": "no compile", "run": "no run", "host": "no run", "jit": "no jit"}.get(
+            run.stage, f"no {run.stage}")
         who = "the JIT (IREE's numbers are compared with)" if run.stage == "jit" else f"IREE {run.stage}"
         problem, details = f"{who} failed: {_first_line(run.details)}", run.details
     if problem:
@@ -215,7 +245,7 @@ def _print_check_report(rows: list[CheckRow], ran: bool, iree: bool = False) -> 
     failed = [row for row in rows if row.failed]
     skipped = sum(row.reason.startswith("skipped") for row in rows)
     passed = len(rows) - len(failed) - skipped
-    print(f"{len(rows)} checked: {passed} passed, {len(failed)} failed, {skipped} skipped")
+    print(f"{passed} passed, {len(failed)} failed, {skipped} skipped")
     detailed = [row for row in failed if row.details.strip() != row.reason]
     if detailed:
         print("\nfailures:")

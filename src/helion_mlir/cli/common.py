@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 from collections.abc import Iterator
 
 import helion
 
 from ..errors import HelionMLIRError
-from ..output_type import OutputType
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 NEXT_FOR_STAGE = {
     "bind": "make --args match what the kernel expects (number of parameters, dtypes, ranks)",
-    "lower": "see 'helion-mlir ops' for what lowers to each output type, or try another --output-type",
+    "lower": "'helion-mlir ops FILE.py[:KERNEL]' lists the kernel's ops and their support per output type; "
+             "or try another --output-type",
     "compile": "try another --output-type; if every output type fails, please report it",
+    "host": "pass arguments the kernel accepts (--args, or the file's make_args)",
     "run": "try another --output-type; if every output type fails, please report it",
     "reference": "check that the kernel runs eagerly on these --args",
 }
@@ -33,16 +33,20 @@ class CommandError(Exception):
 class StageError(Exception):
     """An exception raised while binding, lowering, compiling or running a kernel."""
 
-    def __init__(self, stage: str, error: BaseException) -> None:
+    def __init__(self, stage: str, error: BaseException, *, where: str = "") -> None:
         super().__init__(f"{stage}: {error}")
-        self.stage, self.error = stage, error
+        self.stage, self.error, self.where = stage, error, where
 
     @property
     def details(self) -> str:
-        """The error's own message; other exceptions (likely bugs) are named by their type."""
+        """The error's own message; other exceptions (likely bugs) are named by their type.
+        An error of the kernel's own host code says where it was raised instead."""
         if isinstance(self.error, (HelionMLIRError, helion.exc.Base)):
             return str(self.error)
-        return f"{type(self.error).__name__}: {self.error}\n(rerun with --debug to see the traceback)"
+        message = f"{type(self.error).__name__}: {self.error}".removesuffix(": ")
+        if self.stage == "host":
+            return message + (f"\n{self.where}" if self.where else "")
+        return f"{message}\n(rerun with --debug to see the traceback)"
 
 
 @contextlib.contextmanager
@@ -51,23 +55,3 @@ def stage(stage: str) -> Iterator[None]:
         yield
     except Exception as err:
         raise StageError(stage, err) from err
-
-
-# ---------------------------------------------------------------------------- parsing
-
-
-def output_type(text: str) -> OutputType:
-    try:
-        return OutputType.parse(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
-def tolerance_value(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a non-negative number")
-    return value

@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..runtime.pipelines import DUMP_ENVIRONMENT_VARIABLE, Pipeline, PipelineOptions, describe_pipeline
+from ..runtime.pipelines import Pipeline, PipelineOptions, describe_pipeline
 from .common import EXIT_OK
-
-PIPELINE_EPILOG = f"""\
-examples:
-  helion-mlir pipeline
-  helion-mlir pipeline --plain -t tosa
-  helion-mlir pipeline --threads 1
-
-Without options: the fast pipeline as 'helion-mlir run' and compile_kernel use it (results
-in place, torch's thread count). {DUMP_ENVIRONMENT_VARIABLE}=DIR writes the IR after every
-step of each lowering into DIR/<function>.<pipeline>/.
-"""
 
 
 def pipeline_command(options: argparse.Namespace) -> int:

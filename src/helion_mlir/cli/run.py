@@ -6,7 +6,9 @@ import argparse
 import dataclasses
 import inspect
 import time
+import traceback
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import helion
@@ -15,13 +17,14 @@ import torch
 from ..errors import ExecutionError
 from ..output_type import OutputType
 from ..runtime.compiled_kernel import CompiledKernel, compile_kernel
+from ..runtime.host_code import GENERATED_HOST_CODE
 from ..runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
+from .arguments import describe_value
 from .common import EXIT_FAILED, EXIT_OK, StageError, stage
-from .kernel_loading import (
-    describe_args,
-)
 from .ops import table
 from .targets import load_target, stage_failure
+
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
 @dataclasses.dataclass
@@ -89,10 +92,9 @@ def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type
         bound = kernel.bind(args)
     compiled = _compiled(bound, output_type, config, runtime)
     mlir_args, ref_args = _clone(args), _clone(args)
-    with stage("run"):
-        started = time.perf_counter()
-        result = compiled(*mlir_args)
-        run_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    result = _run(compiled, kernel, mlir_args)
+    run_seconds = time.perf_counter() - started
     register_cpu_matmul_dtype_overloads()
     with stage("reference"):
         started = time.perf_counter()
@@ -116,10 +118,9 @@ def run_on_iree_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, out
         bound = kernel.bind(args)
     iree = _compiled(bound, output_type, config, "iree")
     iree_args, our_args = _clone(args), _clone(args)
-    with stage("run"):
-        started = time.perf_counter()
-        result = iree(*iree_args)
-        run_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    result = _run(iree, kernel, iree_args)
+    run_seconds = time.perf_counter() - started
     with stage("jit"):
         ours = compile_kernel(bound, output_type=output_type, config=config)
         started = time.perf_counter()
@@ -127,6 +128,36 @@ def run_on_iree_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, out
         our_seconds = time.perf_counter() - started
     checks = _compare_outputs(kernel, args, (result, iree_args), (expected, our_args), rtol, atol)
     return RunOutcome(checks, iree.emit_seconds, iree.compile_seconds, run_seconds, our_seconds)
+
+
+def _run(compiled: CompiledKernel, kernel: helion.Kernel, args: tuple[Any, ...]) -> Any:
+    """Call the compiled kernel; a failure is a ``host`` StageError when the kernel's own host
+    code raised it (an assert on shapes, say), a ``run`` one otherwise."""
+    try:
+        return compiled(*args)
+    except Exception as err:
+        where = _host_code_origin(err, kernel, compiled)
+        raise StageError("run" if where is None else "host", err, where=where or "") from err
+
+
+def _host_code_origin(error: BaseException, kernel: helion.Kernel, compiled: CompiledKernel) -> str | None:
+    """``file:line: code`` where the kernel's host code raised ``error``, or None when the
+    error came from the compiled device code or from helion_mlir while host code launched it."""
+    source = inspect.getsourcefile(kernel.fn)
+    generated = GENERATED_HOST_CODE.split("{")[0]
+    raised_at = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename == source or frame.filename.startswith(generated):
+            raised_at = frame
+        elif raised_at is not None and Path(frame.filename).resolve().is_relative_to(_PACKAGE):
+            return None  # the host code was launching the device code
+    if raised_at is None:
+        return None
+    if raised_at.filename == source:
+        return f"{raised_at.filename}:{raised_at.lineno}: {raised_at.line}"
+    lines = compiled.host.source.splitlines()
+    line = lines[raised_at.lineno - 1].strip() if raised_at.lineno and raised_at.lineno <= len(lines) else ""
+    return f"in the host code Helion generated from {source}: {line}"
 
 
 def _compare_outputs(kernel: helion.Kernel, args: tuple[Any, ...], actual: tuple[Any, tuple[Any, ...]],
@@ -159,11 +190,11 @@ def _compare(label: str, actual: Any, expected: Any, rtol: float | None, atol: f
     if not (isinstance(actual, torch.Tensor) and isinstance(expected, torch.Tensor)):
         return OutputCheck(label, "-", float("nan"), 0.0, 0.0,
                            f"got {type(actual).__name__}, the reference returned {type(expected).__name__}")
-    shape = describe_args((expected,))
+    shape = describe_value(expected)
     default = default_tolerance(expected.dtype)
     rt, at = default if rtol is None else rtol, default if atol is None else atol
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
-        return OutputCheck(label, shape, float("nan"), rt, at, f"got {describe_args((actual,))}")
+        return OutputCheck(label, shape, float("nan"), rt, at, f"got {describe_value(actual)}")
     a, e = actual.double(), expected.double()
     same = (a == e) | (a.isnan() & e.isnan())
     error = torch.where(same, 0.0, (a - e).abs())
@@ -178,14 +209,15 @@ def _ms(seconds: float) -> str:
 
 def run_command(options: argparse.Namespace) -> int:
     target = load_target(options)
-    print(f"kernel {target.name} ({target.path}), output type {options.output_type}, runtime {options.runtime}")
-    print(f"args: {describe_args(target.args)}")
+    output_type = OutputType.parse(options.output_type)
+    print(f"kernel {target.name} ({target.path}), output type {output_type}, runtime {options.runtime}")
+    print(f"args: {target.describe_args()}")
     try:
-        outcome = run_and_compare(target.kernel, target.args, output_type=options.output_type,
+        outcome = run_and_compare(target.kernel, target.args, output_type=output_type,
                                   config=target.config, rtol=options.rtol, atol=options.atol,
                                   runtime=options.runtime)
     except StageError as err:
-        raise stage_failure(err, target, options.output_type) from err.error
+        raise stage_failure(err, target, output_type) from err.error
     rows = [
         (c.label, c.shape, f"{c.max_abs_error:.3g}", f"rtol={c.rtol:g} atol={c.atol:g}",
          "ok" if c.ok else f"MISMATCH: {c.problem}")

@@ -8,32 +8,33 @@ import difflib
 import inspect
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import helion
 
 from ..output_type import OutputType
-from .common import EXIT_FAILED, NEXT_FOR_STAGE, CommandError, StageError
-from .kernel_loading import (
-    ArgSpecError,
-    KernelFileError,
-    describe_args,
-    load_module,
-    make_args,
-    parse_args_spec,
-    select_kernel,
-)
+from .arguments import ArgumentsError, arguments_from_file, describe_call, evaluate_call
+from .common import EXIT_FAILED, EXIT_USAGE, NEXT_FOR_STAGE, CommandError, StageError
+from .kernel_loading import KernelFileError, load_module, select_kernel
+
+ARGS_NEXT_STEP = "write the kernel's arguments as in a Python call, e.g. --args 'f32[128,256], eps=1e-5' " \
+                 "(the syntax is in --help)"
 
 
 @dataclasses.dataclass
 class KernelTarget:
-    """A kernel picked from a file on the command line, with the arguments to bind it to."""
+    """A kernel picked from a file on the command line, with the arguments to bind it to
+    (every parameter, in signature order, defaults applied)."""
 
     path: Path
     name: str
     kernel: helion.Kernel
     args: tuple[Any, ...]
     config: helion.Config | None
+
+    def describe_args(self) -> str:
+        return describe_call(self.kernel, self.args)
 
 
 def _split_target(target: str) -> tuple[Path, str | None]:
@@ -45,7 +46,7 @@ def _split_target(target: str) -> tuple[Path, str | None]:
     return Path(target), None
 
 
-def _parse_config(text: str | None) -> helion.Config | None:
+def parse_config(text: str | None) -> helion.Config | None:
     if text is None:
         return None
     example = 'e.g. --config \'{"block_sizes": [32, 32]}\''
@@ -68,56 +69,59 @@ def _parse_config(text: str | None) -> helion.Config | None:
         raise CommandError(f"--config: {err}", next_step=example) from err
 
 
+def load_file(path: Path) -> ModuleType:
+    """Import a kernel file; a missing file or one that fails to import is a usage error."""
+    try:
+        return load_module(path)
+    except KernelFileError as err:
+        missing = not Path(path).is_file()
+        raise CommandError(str(err), next_step="name an existing Python file: FILE.py[:KERNEL]" if missing
+                           else f"fix the error above in {path} (--debug shows where it was raised)") from err
+
+
 def load_target(options: argparse.Namespace) -> KernelTarget:
-    """Everything ``emit`` and ``run`` need before lowering; usage errors exit with 2."""
-    try:
-        specs = parse_args_spec(options.args) if options.args is not None else None
-    except ArgSpecError as err:
-        raise CommandError(f"bad --args: {err}", next_step="write e.g. --args 'f32[128,256], i64[128], 1e-5'") from None
-    config = _parse_config(options.config)
+    """Everything ``emit``, ``run`` and ``ops`` need before lowering; usage errors exit with 2."""
+    config = parse_config(options.config)
     path, name = _split_target(options.target)
+    module = load_file(path)
     try:
-        module = load_module(path)
         name, kernel = select_kernel(module, name, path)
     except KernelFileError as err:
-        raise CommandError(str(err), next_step="name an existing file and kernel: FILE.py[:KERNEL]") from err
-    if specs is not None:
-        args = make_args(specs, options.seed)
-    elif callable(getattr(module, "make_args", None)):
-        try:
-            args = tuple(module.make_args())
-        except Exception as err:
-            raise CommandError(f"make_args() of {path} failed: {type(err).__name__}: {err}",
-                               next_step="pass --args instead") from err
-    else:
-        raise CommandError(f"no --args given, and {path} defines no make_args()",
-                           next_step="pass the kernel's arguments, e.g. --args 'f32[128,256], f32[128,256]'")
-    _check_arity(name, kernel, args)
+        raise CommandError(str(err), next_step="name a kernel of the file: FILE.py:KERNEL") from err
+    args = kernel_arguments(options, module, kernel, shape=None, where=str(path))
     return KernelTarget(path, name, kernel, args, config)
 
 
-def _check_arity(name: str, kernel: helion.Kernel, args: tuple[Any, ...]) -> None:
-    params = list(inspect.signature(kernel.fn).parameters.values())
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    if len(required) <= len(args) <= len(positional):
-        return
-    wanted = f"{len(required)} to {len(positional)}" if len(required) != len(positional) else str(len(positional))
-    raise CommandError(
-        f"kernel '{name}' takes {wanted} arguments ({', '.join(p.name for p in positional)}), "
-        f"got {len(args)}: {describe_args(args) or 'none'}",
-        next_step="give one --args item per parameter: DTYPE[sizes] for a tensor, a number for a scalar",
-    )
+def kernel_arguments(options: argparse.Namespace, module: ModuleType, kernel: helion.Kernel, *,
+                     shape: str | None, where: str) -> tuple[Any, ...]:
+    """The kernel's arguments from ``--args``, else from the file's ``make_args``/``make_kwargs``."""
+    if options.args is not None:
+        try:
+            return evaluate_call(options.args, kernel, seed=options.seed, namespace=vars(module))
+        except ArgumentsError as err:
+            raise CommandError(f"bad --args for kernel '{kernel.fn.__name__}': {err}", next_step=ARGS_NEXT_STEP,
+                               code=EXIT_USAGE) from err
+    if not callable(getattr(module, "make_args", None)):
+        raise CommandError(f"no --args given, and {where} defines no make_args()", next_step=ARGS_NEXT_STEP)
+    called = f"make_args({shape!r})" if shape is not None else "make_args()"
+    try:
+        return arguments_from_file(module, kernel, shape)
+    except ArgumentsError as err:
+        raise CommandError(f"the arguments of {called} do not fit kernel '{kernel.fn.__name__}': {err}",
+                           next_step="fix make_args/make_kwargs, or pass --args") from err
+    except (Exception, SystemExit) as err:
+        raise CommandError(f"{called} failed: {type(err).__name__}: {err}",
+                           next_step="fix make_args/make_kwargs, or pass --args") from err
 
 
 def stage_failure(err: StageError, target: KernelTarget, output_type: OutputType) -> CommandError:
     what = {
-        "bind": f"Helion cannot bind kernel '{target.name}' to ({describe_args(target.args)})",
+        "bind": f"Helion cannot bind kernel '{target.name}' to ({target.describe_args()})",
         "lower": f"cannot lower kernel '{target.name}' to {output_type}",
         "compile": f"cannot compile kernel '{target.name}' ({output_type}) for the CPU",
+        "host": f"kernel '{target.name}' refused these arguments: its host code raised",
         "run": f"kernel '{target.name}' ({output_type}) failed on the CPU",
         "reference": f"Helion's reference mode failed on kernel '{target.name}'",
     }[err.stage]
-    return CommandError(what, details=err.details, next_step=NEXT_FOR_STAGE[err.stage], code=EXIT_FAILED)
+    code = EXIT_USAGE if err.stage == "host" else EXIT_FAILED
+    return CommandError(what, details=err.details, next_step=NEXT_FOR_STAGE[err.stage], code=code)

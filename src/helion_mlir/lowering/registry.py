@@ -50,6 +50,7 @@ __all__ = [
     "registered_targets",
     "rejected_targets",
     "rule_for",
+    "target_rule",
 ]
 
 LoweringRule = Callable[["RuleContext", "fx.Node"], Any]
@@ -154,10 +155,15 @@ def rule_for(node: "fx.Node", graph_kind: Callable[[int], type]) -> LoweringRule
         rule = by_kind.get(graph_kind(graph_ids[0])) if graph_ids else None
         if rule is not None:
             return rule
-    rule = _LOWERINGS.get(node.target)
+    return target_rule(node.target)
+
+
+def target_rule(target: Any) -> LoweringRule | None:
+    """The rule registered for ``target`` itself, else its family's, else ``None``."""
+    rule = _LOWERINGS.get(target)
     if rule is not None:
         return rule
-    return next((family_rule for is_member, family_rule in _FAMILIES if is_member(node.target)), None)
+    return next((family_rule for is_member, family_rule in _FAMILIES if is_member(target)), None)
 
 
 class RuleScopes:

@@ -37,11 +37,14 @@ import torch
 from ..errors import HelionMLIRError
 from ..lowering.host_values import SOURCE_MODULE
 
-__all__ = ["HostCode", "Launch"]
+__all__ = ["GENERATED_HOST_CODE", "HostCode", "Launch"]
 
 log = logging.getLogger(__name__)
 
 Launch = Callable[[dict[str, Any]], None]
+
+# The file name tracebacks give Helion's generated host code (its lines are HostCode.source's).
+GENERATED_HOST_CODE = "<helion host code of {}>"
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -175,7 +178,7 @@ class HostCode:
         # Helion's host code reads module-level values through the kernel's module (``_source_module.EPS``).
         namespace[SOURCE_MODULE] = sys.modules.get(fn.__module__)
         namespace[device_name] = device_name
-        exec(compile(module, f"<helion host code of {host.name}>", "exec"), namespace)  # noqa: S102
+        exec(compile(module, GENERATED_HOST_CODE.format(host.name), "exec"), namespace)  # noqa: S102
         return cls(namespace[host.name], params, source)
 
     def run(self, args: tuple[Any, ...], launch: Launch) -> Any:

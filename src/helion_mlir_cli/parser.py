@@ -1,0 +1,238 @@
+"""The argument parser of every ``helion-mlir`` subcommand, with help texts and examples.
+
+Only the standard library is imported here (see :mod:`helion_mlir_cli`). The names of
+output types and runtimes are spelled out below; a test checks that they are the
+package's own (``helion_mlir.OutputType``, ``helion_mlir.runtime.compiled_kernel.RUNTIMES``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .call_syntax import DTYPE_NAMES, INT_RANGE, CallArguments, CallSyntaxError, parse_call
+
+__all__ = ["DUMP_PIPELINE_VARIABLE", "OUTPUT_TYPES", "RUNTIMES", "build_parser"]
+
+OUTPUT_TYPES = ("raw", "linalg-on-tensors", "tosa", "stablehlo")
+RUNTIMES = ("jit", "iree")
+DUMP_PIPELINE_VARIABLE = "HELION_MLIR_DUMP_PIPELINE"
+
+ARGS_HELP = f"""\
+--args: the kernel's arguments, written as the inside of a Python call: positional ones,
+then NAME=VALUE; parameters left out take their defaults. Each value is one of
+  DTYPE[size,...]            a tensor of seeded random values (--seed): floats standard
+                             normal, integers in [{INT_RANGE[0]}, {INT_RANGE[1]}), bools either; DTYPE is one of
+                             {' '.join(DTYPE_NAMES)}; f32[] is 0-d
+  30  1e-5  True  None  "sum"  (1, 2)  [f32[8], f32[8]]
+                             numbers, booleans, None, strings, tuples and lists;
+                             a parameter annotated float takes 30 as 30.0
+  torch.arange(16)  torch.full((4, 4), 0.5)  torch.load("x.pt")
+                             any Python expression: torch, math and the names the
+                             kernel's file defines are in scope
+Quote the whole --args for the shell, and strings inside it with the other quote:
+  --args 'f32[64,512], f32[512], eps=1e-5, mode="mean"'
+Without --args, the arguments come from the file's make_args() and make_kwargs().
+"""
+
+CONFIG_HELP = """\
+--config: helion.Config fields as JSON, e.g. '{"block_sizes": [32, 32]}' (default: the
+kernel's own config).
+"""
+
+EMIT_EPILOG = f"""\
+examples:
+  helion-mlir emit examples/add.py --args 'f32[128,256], f32[128,256]'
+  helion-mlir emit examples/rms_norm.py:rms_norm --args 'f32[64,512], f32[512], eps=1e-5' -t tosa -o rms_norm.mlir
+  helion-mlir emit examples/matmul.py --config '{{"block_sizes": [32, 32, 32]}}' --debug-info
+
+{ARGS_HELP}
+{CONFIG_HELP}"""
+
+RUN_EPILOG = f"""\
+examples:
+  helion-mlir run examples/add.py --args 'f32[128,256], f32[128,256]'
+  helion-mlir run examples/matmul_bf16.py -t stablehlo --atol 0.05
+  helion-mlir run examples/softmax_one_pass.py --runtime iree
+
+The kernel runs twice on copies of the same arguments: compiled through MLIR, and in
+Helion's reference mode (eager PyTorch). Default tolerance per output dtype: f32/f64 1e-4,
+bf16/f16 2e-2 (rtol and atol), integers and bools exact. Arguments the kernel writes are
+compared too.
+
+{ARGS_HELP}
+{CONFIG_HELP}"""
+
+CHECK_EPILOG = f"""\
+examples:
+  helion-mlir check examples/
+  helion-mlir check examples/ -t linalg -t tosa --run --shape ragged
+  helion-mlir check examples/rms_norm.py --args 'f32[64,512], f32[512], 1e-5' --run
+  helion-mlir check examples/ -t linalg -t stablehlo -t raw -t tosa --iree
+
+Every *.py file under the given folders is imported (folders starting with '.',
+__pycache__, build output and virtual environments are left out). The kernels of a file
+are those it defines, or if it defines none, those it imports. A kernel's arguments come
+from --args when given, otherwise from its file's make_args(SHAPE) and make_kwargs(SHAPE);
+a kernel without them is skipped. A file that fails to import is a failure.
+Exit status: 0 when every kernel checked passed, 1 when one failed or when nothing
+could be checked (every kernel skipped), 2 for bad usage.
+--iree adds a column per output type: whether IREE compiles the module (llvm-cpu, this CPU),
+runs it, and agrees with the in-process JIT on every output (see docs/downstream.md).
+
+{ARGS_HELP}"""
+
+OPS_EPILOG = f"""\
+examples:
+  helion-mlir ops                               # every op, per output type
+  helion-mlir ops examples/softmax_two_pass.py  # the ops one kernel uses
+  helion-mlir ops examples/rms_norm.py:rms_norm --args 'f32[64,512], bf16[512], eps=1e-5'
+
+Without a file: the node targets with lowering rules, those refused on purpose, and the
+table of ATen/prims ops per output type from docs/op-support.md (--measure measures it
+afresh, about a minute). With a file: the kernel's node targets, how each is lowered and
+its support per output type from that table, and whether the whole kernel lowers to each
+output type (it is lowered four times).
+
+{ARGS_HELP}"""
+
+PIPELINE_EPILOG = f"""\
+examples:
+  helion-mlir pipeline
+  helion-mlir pipeline --plain -t tosa
+  helion-mlir pipeline --threads 1
+
+Without options: the fast pipeline as 'helion-mlir run' and compile_kernel use it (results
+in place, torch's thread count). {DUMP_PIPELINE_VARIABLE}=DIR writes the IR after every
+step of each lowering into DIR/<function>.<pipeline>/.
+"""
+
+MAIN_EPILOG = """\
+examples:
+  helion-mlir emit examples/add.py --args 'f32[128,256], f32[128,256]' -t tosa
+  helion-mlir run examples/add.py --args 'f32[128,256], f32[128,256]'
+  helion-mlir check examples/ --run
+  helion-mlir ops examples/add.py
+  helion-mlir pipeline
+
+exit status: 0 success, 1 a kernel failed, 2 bad usage.
+Run 'helion-mlir COMMAND --help' for a command's options and the --args syntax.
+"""
+
+
+def output_type_name(text: str) -> str:
+    """An output type's name; ``linalg`` is short for linalg-on-tensors, case and ``_`` are free."""
+    spelled = text.strip().lower().replace("_", "-")
+    spelled = "linalg-on-tensors" if spelled == "linalg" else spelled
+    if spelled not in OUTPUT_TYPES:
+        raise argparse.ArgumentTypeError(f"unknown output type {text!r}; choose one of: {', '.join(OUTPUT_TYPES)}")
+    return spelled
+
+
+def tolerance_value(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a non-negative number")
+    return value
+
+
+def call_arguments(text: str) -> CallArguments:
+    try:
+        return parse_call(text)
+    except CallSyntaxError as err:
+        raise argparse.ArgumentTypeError(f"{err}\n(see --help for the syntax)") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand (each ``--help`` ends with examples)."""
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="helion-mlir", description="Lower Helion kernels to verified MLIR and run them on CPU.",
+        epilog=MAIN_EPILOG, formatter_class=raw,
+    )
+    # -v/--debug are accepted before and after the command. The commands' copies default to
+    # SUPPRESS so that they keep what was given before the command (separate action objects:
+    # a parser's defaults live on its actions, which `parents` would share).
+    common = argparse.ArgumentParser(add_help=False)
+    for owner, default in ((parser, False), (common, argparse.SUPPRESS)):
+        owner.add_argument("-v", "--verbose", action="store_true", default=default,
+                           help="log progress of helion_mlir (INFO) to stderr")
+        owner.add_argument("--debug", action="store_true", default=default, help="show Python tracebacks of errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    output_help = f"output type: {', '.join(OUTPUT_TYPES)} (linalg for short)"
+
+    def add_arguments_options(sub: argparse.ArgumentParser, what: str) -> None:
+        sub.add_argument("--args", metavar="ARGS", type=call_arguments,
+                         help=f"the arguments of {what} as in a Python call, e.g. 'f32[128,256], eps=1e-5' (below)")
+        sub.add_argument("--seed", type=int, default=0, help="seed of the random tensors (default: 0)")
+
+    def add_kernel_arguments(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("target", metavar="FILE.py[:KERNEL]",
+                         help="a Python file and the name of a kernel in it (optional if it has one)")
+        add_arguments_options(sub, "the kernel")
+        sub.add_argument("--config", metavar="JSON", help="helion.Config fields as a JSON object (below)")
+
+    def add_output_type(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("-t", "--output-type", type=output_type_name, default="linalg-on-tensors",
+                         metavar="T", help=output_help + " (default: linalg-on-tensors)")
+
+    def add_tolerance_arguments(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--rtol", type=tolerance_value, help="relative tolerance for every output")
+        sub.add_argument("--atol", type=tolerance_value, help="absolute tolerance for every output")
+
+    emit = commands.add_parser("emit", help="print the verified MLIR module of a kernel", parents=[common],
+                               description="Lower one kernel and print (or write) its verified MLIR module.",
+                               epilog=EMIT_EPILOG, formatter_class=raw)
+    add_kernel_arguments(emit)
+    add_output_type(emit)
+    emit.add_argument("-o", "--output", metavar="OUT", type=Path, help="write the module here instead of stdout")
+    emit.add_argument("--debug-info", action="store_true",
+                      help="print each op's source location, loc(\"file.py\":line:col) (as MLIR's "
+                           "--mlir-print-debuginfo)")
+
+    run = commands.add_parser("run", help="run a kernel on CPU and compare with Helion's reference mode",
+                              parents=[common], epilog=RUN_EPILOG, formatter_class=raw,
+                              description="Compile one kernel through MLIR, run it on CPU, and compare its "
+                                          "results with Helion's reference mode on the same arguments.")
+    add_kernel_arguments(run)
+    add_output_type(run)
+    add_tolerance_arguments(run)
+    run.add_argument("--runtime", choices=RUNTIMES, default="jit",
+                     help="jit: torch-mlir's ExecutionEngine in-process (default); iree: iree-compile for "
+                          "llvm-cpu and IREE's runtime (needs iree-base-compiler and iree-base-runtime)")
+
+    check = commands.add_parser("check", help="lower every kernel in files or folders and summarize",
+                                parents=[common], epilog=CHECK_EPILOG, formatter_class=raw,
+                                description="Lower (and with --run, run) every kernel found and print a table.")
+    check.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders (searched recursively)")
+    check.add_argument("-t", "--output-type", type=output_type_name, action="append", metavar="T",
+                       help=output_help + "; repeat for several (default: linalg-on-tensors)")
+    add_arguments_options(check, "every kernel found (instead of make_args)")
+    check.add_argument("--run", action="store_true", help="also run each verified kernel and compare with ref mode")
+    check.add_argument("--iree", action="store_true",
+                       help="also compile each verified kernel with IREE, run it and compare with the JIT's numbers")
+    check.add_argument("--shape", choices=("divisible", "ragged"), default="divisible",
+                       help="the shape kind passed to make_args and make_kwargs (default: divisible)")
+    add_tolerance_arguments(check)
+
+    ops = commands.add_parser("ops", help="list the ops that lower, per output type (of one kernel, or all)",
+                              parents=[common], epilog=OPS_EPILOG, formatter_class=raw,
+                              description="List the ops that lower to each output type: every op, or "
+                                          "those of one kernel.")
+    ops.add_argument("target", nargs="?", metavar="FILE.py[:KERNEL]",
+                     help="a kernel whose ops to list (default: list every op)")
+    add_arguments_options(ops, "the kernel")
+    ops.add_argument("--config", metavar="JSON", help="helion.Config fields as a JSON object")
+    ops.add_argument("--measure", action="store_true", help="measure the table instead of reading the document")
+
+    pipeline = commands.add_parser("pipeline", help="print the steps of a CPU pipeline", parents=[common],
+                                   epilog=PIPELINE_EPILOG, formatter_class=raw,
+                                   description="Print the steps (upstream passes and the package's rewrites) "
+                                               "that lower a module to LLVM on CPU, one a line.")
+    pipeline.add_argument("--plain", action="store_true", help="the plain pipeline instead of the fast one")
+    add_output_type(pipeline)
+    pipeline.add_argument("--threads", type=int, help="OpenMP workers (default: torch's thread count)")
+    return parser
