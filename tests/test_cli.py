@@ -290,6 +290,8 @@ def test_ops_measure_renders_a_fresh_measurement(monkeypatch, capsys) -> None:
          "f32[99999999999,99999999999] takes 3.64e+10 TiB, more than the"),
         (["emit", str(ADD), "--args", "torch.empty(-1), f32[2]"], "argument 1 (torch.empty(-1)): RuntimeError"),
         (["emit", str(ROOT / "examples" / "missing.py")], "no such file"),
+        (["emit", str(ROOT / "examples")], "is a folder: this command takes one kernel, FILE.py[:KERNEL]"),
+        (["run", str(ADD), "--config", '{"block_sizes": [8]}'], "--config does not fit kernel 'add'"),
         (["emit", f"{ADD}:nope"], "has no helion kernel named 'nope' (kernels there: add)"),
         (["emit", str(ADD), "--config", "{block_sizes: [8]}"], "--config is not valid JSON"),
         (["emit", str(ADD), "--config", '{"block_size": [8]}'], "did you mean 'block_sizes'?"),
@@ -358,6 +360,12 @@ def test_run_says_the_kernels_host_code_refused_the_arguments(scaled_file: Path,
     assert "AssertionError: bias must have one value per column" in err
     assert "assert bias.size(0) == n" in err  # the line that raised
     assert "failed on the CPU" not in err and "another --output-type" not in err and "Traceback" not in err
+
+
+def test_a_kernel_without_arguments_names_its_parameters(scaled_file: Path, capsys) -> None:
+    assert main(["emit", str(scaled_file)]) == 2
+    assert ("error: kernel scaled_act(x, bias, scale=1.0, activation='relu') needs arguments: pass --args, "
+            f"or define make_args() in {scaled_file}") in capsys.readouterr().err
 
 
 def test_check_exits_1_when_no_kernel_has_arguments_and_takes_args(scaled_file: Path, capsys) -> None:

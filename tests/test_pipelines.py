@@ -11,7 +11,6 @@ import torch
 from filecheck_util import run_filecheck
 from torch_mlir import ir
 
-from helion_mlir_cli import main
 from helion_mlir.errors import ExecutionError
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.output_type import OutputType
@@ -26,6 +25,7 @@ from helion_mlir.runtime.pipelines import (
     lower_to_llvm,
 )
 from helion_mlir.runtime.pipelines.steps import PARALLEL, passes, rewrite
+from helion_mlir_cli import main
 
 ADD = """
 #id = affine_map<(d0) -> (d0)>

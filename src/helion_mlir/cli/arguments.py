@@ -33,6 +33,7 @@ __all__ = [
     "DTYPES",
     "arguments_from_file",
     "describe_call",
+    "describe_parameters",
     "describe_value",
     "evaluate_call",
 ]
@@ -156,20 +157,25 @@ def arguments_from_file(module: types.ModuleType, kernel: helion.Kernel, shape: 
     return _bind(kernel, args, kwargs, fit=False)
 
 
+def describe_parameters(kernel: helion.Kernel) -> str:
+    """``rms_norm(x, weight, eps=1e-05)``: the kernel's parameters, with their defaults."""
+    parameters = inspect.signature(kernel.fn).parameters.values()
+    spelled = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}" for p in parameters)
+    return f"{kernel.fn.__name__}({spelled})"
+
+
 def _bind(kernel: helion.Kernel, args: Any, kwargs: dict[str, Any], *, fit: bool) -> tuple[Any, ...]:
     signature = inspect.signature(kernel.fn)
-    parameters = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}"
-                           for p in signature.parameters.values())
     for name in kwargs:
         if name not in signature.parameters:
             close = difflib.get_close_matches(name, signature.parameters, n=1)
             guess = f" (did you mean '{close[0]}'?)" if close else ""
             raise ArgumentsError(f"unexpected keyword argument '{name}'{guess}; "
-                                 f"the kernel is {kernel.fn.__name__}({parameters})")
+                                 f"the kernel is {describe_parameters(kernel)}")
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as err:
-        raise ArgumentsError(f"{err}; the kernel is {kernel.fn.__name__}({parameters})") from None
+        raise ArgumentsError(f"{err}; the kernel is {describe_parameters(kernel)}") from None
     if fit:
         hints = _annotations(kernel.fn)
         for name, value in bound.arguments.items():

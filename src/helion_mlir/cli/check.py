@@ -15,7 +15,7 @@ import helion
 
 from ..batch import KernelCase, KernelResult, check_kernels
 from ..output_type import OutputType
-from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError
+from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError, first_line
 from .kernel_loading import KernelFileError, find_kernels, load_module
 from .ops import table
 from .run import RunOutcome, run_and_compare, run_on_iree_and_compare
@@ -74,10 +74,6 @@ def _collect_files(paths: Sequence[str]) -> list[tuple[Path, str]]:
     return list(found.items())
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
 def _kernel_key(kernel: helion.Kernel) -> tuple[str, str]:
     """The same kernel whether a file defines it or imports it (an import under another
     module name makes a separate object): its source file and qualified name."""
@@ -102,7 +98,7 @@ def _collect_kernels(options: argparse.Namespace) -> list[CheckRow | KernelCase]
         except KernelFileError as err:
             cause = err.__cause__
             reason = f"import failed: {type(cause).__name__}: {cause}"
-            entries.append(CheckRow(label, reason=_first_line(reason), failed=True, details=reason))
+            entries.append(CheckRow(label, reason=first_line(reason), failed=True, details=reason))
             _show_traceback(cause, options.debug)
             continue
         try:  # a module's __getattr__ may raise anything
@@ -110,7 +106,7 @@ def _collect_kernels(options: argparse.Namespace) -> list[CheckRow | KernelCase]
             has_arguments = options.args is not None or callable(getattr(module, "make_args", None))
         except (Exception, SystemExit) as err:
             reason = f"reading the module failed: {type(err).__name__}: {err}"
-            entries.append(CheckRow(label, reason=_first_line(reason), failed=True, details=reason))
+            entries.append(CheckRow(label, reason=first_line(reason), failed=True, details=reason))
             _show_traceback(err, options.debug)
             continue
         for name, kernel in kernels.items():
@@ -123,7 +119,7 @@ def _collect_kernels(options: argparse.Namespace) -> list[CheckRow | KernelCase]
             try:
                 args = kernel_arguments(options, module, kernel, shape=options.shape, where=label)
             except CommandError as err:
-                entries.append(CheckRow(kernel_label, reason=_first_line(err.message), failed=True,
+                entries.append(CheckRow(kernel_label, reason=first_line(err.message), failed=True,
                                         details=err.message))
                 _show_traceback(err.__cause__, options.debug)
                 continue
@@ -192,12 +188,12 @@ def _result_row(result: KernelResult, run: RunOutcome | StageError | None) -> Ch
     emitted = result.status != "emit-failed"
     row = CheckRow(result.label, result.output_type, str(result.nodes) if result.nodes else "-",
                    "yes" if emitted else "no", ("yes" if result.ok else "no") if emitted else "-",
-                   seconds=result.seconds, reason=_first_line(result.reason), failed=not result.ok,
+                   seconds=result.seconds, reason=first_line(result.reason), failed=not result.ok,
                    details=result.reason)
     if isinstance(run, StageError):
         row.matched, row.failed = "no", True
         failed = "the kernel's host code refused the arguments" if run.stage == "host" else f"{run.stage} failed"
-        row.reason, row.details = f"{failed}: {_first_line(run.details)}", run.details
+        row.reason, row.details = f"{failed}: {first_line(run.details)}", run.details
     elif isinstance(run, RunOutcome):
         row.seconds += run.compile_seconds + run.run_seconds + run.reference_seconds
         row.matched = "yes" if run.ok else "no"
@@ -224,7 +220,7 @@ def _add_iree_outcome(row: CheckRow, run: RunOutcome | StageError | None) -> Non
         row.iree = {"compile": "no compile", "run": "no run", "host": "no run", "jit": "no jit"}.get(
             run.stage, f"no {run.stage}")
         who = "the JIT (IREE's numbers are compared with)" if run.stage == "jit" else f"IREE {run.stage}"
-        problem, details = f"{who} failed: {_first_line(run.details)}", run.details
+        problem, details = f"{who} failed: {first_line(run.details)}", run.details
     if problem:
         row.failed = True
         row.reason = f"{row.reason}; {problem}" if row.reason else problem

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import helion
 
 from ..errors import HelionMLIRError
+from ..lowering.kernel_model import resolve_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 NEXT_FOR_STAGE = {
     "bind": "make --args match what the kernel expects (number of parameters, dtypes, ranks)",
+    "config": "give --config fields that fit the kernel (one block size per hl.tile dimension)",
     "lower": "'helion-mlir ops FILE.py[:KERNEL]' lists the kernel's ops and their support per output type; "
              "or try another --output-type",
     "compile": "try another --output-type; if every output type fails, please report it",
@@ -55,3 +58,18 @@ def stage(stage: str) -> Iterator[None]:
         yield
     except Exception as err:
         raise StageError(stage, err) from err
+
+
+def bind(kernel: helion.Kernel, args: tuple[Any, ...], config: helion.Config | None) -> Any:
+    """``kernel`` bound to ``args``, with ``config`` (when given) checked against it."""
+    with stage("bind"):
+        bound = kernel.bind(args)
+    if config is not None:
+        with stage("config"):
+            resolve_config(bound, config)
+    return bound
+
+
+def first_line(text: str) -> str:
+    """The first non-blank line of a message (for a table cell)."""
+    return text.strip().splitlines()[0] if text.strip() else ""

@@ -7,7 +7,7 @@ import sys
 
 from ..generate import generate_mlir
 from ..output_type import OutputType
-from .common import EXIT_OK, CommandError, StageError, stage
+from .common import EXIT_OK, CommandError, StageError, bind, stage
 from .targets import load_target, stage_failure
 
 
@@ -15,8 +15,7 @@ def emit_command(options: argparse.Namespace) -> int:
     target = load_target(options)
     output_type = OutputType.parse(options.output_type)
     try:
-        with stage("bind"):
-            bound = target.kernel.bind(target.args)
+        bound = bind(target.kernel, target.args, target.config)
         with stage("lower"):
             text = generate_mlir(bound, output_type=output_type, config=target.config, debug_info=options.debug_info)
     except StageError as err:

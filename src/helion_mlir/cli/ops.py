@@ -17,12 +17,15 @@ from ..importer.op_support import DOC_PATH, measure_op_support, table_cells
 from ..lowering.kernel_model import KernelModel
 from ..lowering.registry import registered_targets, rejected_targets, target_rule
 from ..output_type import OutputType
-from .common import EXIT_OK, CommandError, StageError, stage
+from .common import EXIT_OK, CommandError, StageError, bind, first_line, stage
 from .targets import load_target, stage_failure
 
 
 def ops_command(options: argparse.Namespace) -> int:
     if options.target is not None:
+        if options.measure:
+            raise CommandError("--measure measures the table of every op; it takes no FILE",
+                               next_step="helion-mlir ops --measure")
         return kernel_ops_command(options)
     if options.args is not None or options.config is not None:
         raise CommandError("--args and --config describe a kernel: name its file, helion-mlir ops FILE.py[:KERNEL]",
@@ -84,7 +87,7 @@ class _OpUse:
 
     target: object
     nodes: int
-    first_line: str
+    first_at: str
 
 
 def kernel_ops_command(options: argparse.Namespace) -> int:
@@ -93,8 +96,7 @@ def kernel_ops_command(options: argparse.Namespace) -> int:
     past that point)."""
     target = load_target(options)
     try:
-        with stage("bind"):
-            bound = target.kernel.bind(target.args)
+        bound = bind(target.kernel, target.args, target.config)
         with stage("lower"):
             model = KernelModel(bound, target.config)
     except StageError as err:
@@ -123,7 +125,7 @@ def kernel_ops_command(options: argparse.Namespace) -> int:
         cells = [_support_cell(name, failures[t], documented.get(name) if documented else None, t, notes,
                                is_rule=_lowered_by(use.target) != "torch-mlir")
                  for t in OutputType]
-        rows.append([name, str(use.nodes), use.first_line, _lowered_by(use.target), *cells])
+        rows.append([name, str(use.nodes), use.first_at, _lowered_by(use.target), *cells])
     kernel_cells = ["yes" if failures[t] is None else "no" if getattr(failures[t], "target", None) in uses
                     else _note(notes, failures[t], t) for t in OutputType]
     rows.append(["(whole kernel)", "", "", "", *kernel_cells])
@@ -160,7 +162,7 @@ def _support_cell(name: str, failure: HelionMLIRError | None, documented: dict[s
 
 def _note(notes: dict[str, list[OutputType]], failure: HelionMLIRError, output_type: OutputType) -> str:
     """``no [n]``, with the failure's message as note n (shared by the output types it stopped)."""
-    message = _first_line(str(failure))
+    message = first_line(str(failure))
     notes.setdefault(message, []).append(output_type)
     return f"no [{list(notes).index(message) + 1}]"
 
@@ -180,10 +182,6 @@ def _documented_support() -> dict[str, dict[str, str]] | None:
             if seen[column] != cell:
                 seen[column] = "varies"
     return by_target
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 # ----------------------------------------------------------------------- tables

@@ -20,7 +20,7 @@ from ..runtime.compiled_kernel import CompiledKernel, compile_kernel
 from ..runtime.host_code import GENERATED_HOST_CODE
 from ..runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
 from .arguments import describe_value
-from .common import EXIT_FAILED, EXIT_OK, StageError, stage
+from .common import EXIT_FAILED, EXIT_OK, StageError, bind, stage
 from .ops import table
 from .targets import load_target, stage_failure
 
@@ -88,8 +88,7 @@ def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type
 
     Raises :class:`StageError` naming the step that failed.
     """
-    with stage("bind"):
-        bound = kernel.bind(args)
+    bound = bind(kernel, args, config)
     compiled = _compiled(bound, output_type, config, runtime)
     mlir_args, ref_args = _clone(args), _clone(args)
     started = time.perf_counter()
@@ -114,8 +113,7 @@ def run_on_iree_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, out
     naming the step that failed (``lower``, ``compile`` and ``run`` are IREE's, ``jit``
     the JIT's compile or run).
     """
-    with stage("bind"):
-        bound = kernel.bind(args)
+    bound = bind(kernel, args, config)
     iree = _compiled(bound, output_type, config, "iree")
     iree_args, our_args = _clone(args), _clone(args)
     started = time.perf_counter()

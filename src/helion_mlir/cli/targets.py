@@ -14,7 +14,7 @@ from typing import Any
 import helion
 
 from ..output_type import OutputType
-from .arguments import ArgumentsError, arguments_from_file, describe_call, evaluate_call
+from .arguments import ArgumentsError, arguments_from_file, describe_call, describe_parameters, evaluate_call
 from .common import EXIT_FAILED, EXIT_USAGE, NEXT_FOR_STAGE, CommandError, StageError
 from .kernel_loading import KernelFileError, load_module, select_kernel
 
@@ -71,6 +71,9 @@ def parse_config(text: str | None) -> helion.Config | None:
 
 def load_file(path: Path) -> ModuleType:
     """Import a kernel file; a missing file or one that fails to import is a usage error."""
+    if path.is_dir():
+        raise CommandError(f"{path} is a folder: this command takes one kernel, FILE.py[:KERNEL]",
+                           next_step=f"name a file in it, or check every kernel there: helion-mlir check {path}")
     try:
         return load_module(path)
     except KernelFileError as err:
@@ -102,7 +105,8 @@ def kernel_arguments(options: argparse.Namespace, module: ModuleType, kernel: he
             raise CommandError(f"bad --args for kernel '{kernel.fn.__name__}': {err}", next_step=ARGS_NEXT_STEP,
                                code=EXIT_USAGE) from err
     if not callable(getattr(module, "make_args", None)):
-        raise CommandError(f"no --args given, and {where} defines no make_args()", next_step=ARGS_NEXT_STEP)
+        raise CommandError(f"kernel {describe_parameters(kernel)} needs arguments: pass --args, or define "
+                           f"make_args() in {where}", next_step=ARGS_NEXT_STEP)
     called = f"make_args({shape!r})" if shape is not None else "make_args()"
     try:
         return arguments_from_file(module, kernel, shape)
@@ -117,11 +121,12 @@ def kernel_arguments(options: argparse.Namespace, module: ModuleType, kernel: he
 def stage_failure(err: StageError, target: KernelTarget, output_type: OutputType) -> CommandError:
     what = {
         "bind": f"Helion cannot bind kernel '{target.name}' to ({target.describe_args()})",
+        "config": f"--config does not fit kernel '{target.name}'",
         "lower": f"cannot lower kernel '{target.name}' to {output_type}",
         "compile": f"cannot compile kernel '{target.name}' ({output_type}) for the CPU",
         "host": f"kernel '{target.name}' refused these arguments: its host code raised",
         "run": f"kernel '{target.name}' ({output_type}) failed on the CPU",
         "reference": f"Helion's reference mode failed on kernel '{target.name}'",
     }[err.stage]
-    code = EXIT_USAGE if err.stage == "host" else EXIT_FAILED
+    code = EXIT_USAGE if err.stage in ("host", "config") else EXIT_FAILED
     return CommandError(what, details=err.details, next_step=NEXT_FOR_STAGE[err.stage], code=code)
