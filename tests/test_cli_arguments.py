@@ -111,6 +111,7 @@ def test_python_expressions_see_torch_math_and_the_kernel_files_names() -> None:
                                namespace=vars(file))[:3]
     assert torch.equal(x, torch.arange(128.0).view(8, 16)) and scale == pytest.approx(3.14159265)
     assert evaluate("f32[8,16], steps=true")[4] is True  # true/false as in the older syntax
+    assert evaluate("f32[8], count=bf16", unannotated)[2] is torch.bfloat16  # a bare dtype name is the dtype
 
 
 def test_arguments_from_file_read_make_args_and_make_kwargs_with_the_shape() -> None:

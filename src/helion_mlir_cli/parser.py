@@ -24,9 +24,9 @@ then NAME=VALUE; parameters left out take their defaults. Each value is one of
   DTYPE[size,...]            a tensor of seeded random values (--seed): floats standard
                              normal, integers in [{INT_RANGE[0]}, {INT_RANGE[1]}), bools either; DTYPE is one of
                              {' '.join(DTYPE_NAMES)}; f32[] is 0-d
-  30  1e-5  True  None  "sum"  (1, 2)  [f32[8], f32[8]]
-                             numbers, booleans, None, strings, tuples and lists;
-                             a parameter annotated float takes 30 as 30.0
+  30  1e-5  True  None  "sum"  (1, 2)  [f32[8], f32[8]]  bf16
+                             numbers, booleans, None, strings, tuples, lists and
+                             dtypes; a parameter annotated float takes 30 as 30.0
   torch.arange(16)  torch.full((4, 4), 0.5)  torch.load("x.pt")
                              any Python expression: torch, math and the names the
                              kernel's file defines are in scope

@@ -127,7 +127,8 @@ def _evaluate(call: CallArguments, expression: Any, scope: dict[str, Any], what:
     text = call.source(expression)
     try:
         code = compile(ast.fix_missing_locations(ast.Expression(expression)), "<--args>", "eval")
-        return eval(code, scope)  # noqa: S307  (the user's own command line, like the kernel file it runs)
+        value = eval(code, scope)  # noqa: S307  (the user's own command line, like the kernel file it runs)
+        return value.dtype if isinstance(value, _RandomTensors) else value  # a bare bf16 is the dtype
     except ArgumentsError as err:
         raise ArgumentsError(f"{what} ({text}): {err}") from None
     except NameError as err:
@@ -194,7 +195,7 @@ def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
 
 
 _SPELLED = {"float": float, "int": int, "bool": bool, "str": str, "None": type(None),
-            "Tensor": torch.Tensor, "torch.Tensor": torch.Tensor}
+            "Tensor": torch.Tensor, "torch.Tensor": torch.Tensor, "torch.dtype": torch.dtype}
 
 
 def _accepted_types(annotation: Any) -> tuple[type, ...] | None:
@@ -208,7 +209,7 @@ def _accepted_types(annotation: Any) -> tuple[type, ...] | None:
         return None if any(t is None for t in types_) else tuple(types_)  # type: ignore[misc]
     if annotation is None:
         return (type(None),)
-    if annotation in (float, int, bool, str, torch.Tensor, type(None)):
+    if annotation in (float, int, bool, str, torch.Tensor, torch.dtype, type(None)):
         return (annotation,)
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         members = [_accepted_types(a) for a in typing.get_args(annotation)]
@@ -235,7 +236,7 @@ def _fit(name: str, value: Any, annotation: Any, default: Any) -> Any:
 
 
 def _type_name(cls: type) -> str:
-    return {type(None): "None", torch.Tensor: "a tensor"}.get(cls, cls.__name__)
+    return {type(None): "None", torch.Tensor: "a tensor", torch.dtype: "a dtype"}.get(cls, cls.__name__)
 
 
 def describe_value(value: Any) -> str:
