@@ -103,15 +103,16 @@ def test_rolled_reduction_with_dynamic_shapes() -> None:
     assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, "softmax [dynamic]")
 
 
-@pytest.mark.parametrize(("name", "reason"), [
-    ("group_norm", "is not computed per chunk"),  # hl.specialize pins the group size
-    ("row_rescale", "used after the loop"),  # a while loop over the row's values
+@pytest.mark.parametrize(("name", "chunk", "reason"), [
+    ("group_norm", 16, "is not computed per chunk"),  # hl.specialize pins the group size
+    ("row_rescale", 16, "used after the loop"),  # a while loop over the row's values
+    ("rope", 8, "'inv_freq' spans the whole rolled dimension"),  # hl.arange(half) computed before the loop
 ])
-def test_kernels_rolled_beyond_the_lowering_fall_back_to_persistent_form(name: str, reason: str) -> None:
+def test_kernels_rolled_beyond_the_lowering_fall_back_to_persistent_form(name: str, chunk: int, reason: str) -> None:
     module = load_example_by_name(name)
     args = module.make_args("ragged")
     bound = module.KERNEL.bind(args)
-    config = _rolled_config(module, 16)
+    config = _rolled_config(module, chunk)
     with _warnings("helion_mlir.lowering.kernel_model") as messages:
         model = KernelModel(bound, config)
     assert not model.rolled_blocks and model.persistent_reductions

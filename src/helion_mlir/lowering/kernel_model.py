@@ -142,6 +142,7 @@ class KernelModel:
         for info in bound.env.block_sizes:
             if isinstance(info.var, torch.SymInt):
                 self.block_vars.setdefault(info.var._sympy_(), info.block_id)
+        self.block_numel: dict[int, Any] = {info.block_id: info.size for info in bound.env.block_sizes}
         with self.helion_env():
             self.graphs, self.rolled_blocks = self._codegen_graphs()
             self.module_values: dict[sympy.Expr, Any] = {}
@@ -152,7 +153,6 @@ class KernelModel:
             self.root_loops = self._root_loops()
         with self.helion_env():
             self.persistent_reductions = self._persistent_reductions()
-        self.block_numel: dict[int, Any] = {info.block_id: info.size for info in bound.env.block_sizes}
         self.reachable_graph_ids = self._reachable_graphs()
         self.writes = self._writes_per_graph()
         self.per_call_args: dict[sympy.Symbol, FunctionArg] = {}
@@ -215,7 +215,7 @@ class KernelModel:
         blocks = rolled_block_ids(graphs)
         if not blocks:
             return graphs, blocks
-        reason = unsupported_rolled_reduction(graphs, self.block_id_of)
+        reason = unsupported_rolled_reduction(graphs, self.block_id_of, self.block_numel)
         if reason is None:
             return graphs, blocks
         log.warning("kernel %s: reduction_loops lowered in persistent form: %s", self.name, reason)

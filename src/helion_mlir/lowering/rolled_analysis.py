@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -97,13 +97,16 @@ def _is_chunk(node: fx.Node, blocks: set[int], block_of: Callable[[Any], int | N
     return isinstance(meta, torch.Tensor) and any(block_of(size) in blocks for size in meta.shape)
 
 
-def unsupported_rolled_reduction(graphs: Sequence[Any], block_of: Callable[[Any], int | None]) -> str | None:
+def unsupported_rolled_reduction(graphs: Sequence[Any], block_of: Callable[[Any], int | None],
+                                 sizes: Mapping[int, Any]) -> str | None:
     """Why the rolled graphs cannot be lowered as loops (None when they can).
 
     A reduction kind without a cross-chunk combine, an Inductor op the chunk evaluation
     lacks, a reduction whose input is not chunked (Helion keeps it outside the loop when a
-    guard pins the dimension's size), or a per-chunk value used after its loop.
-    ``block_of`` maps a dimension size to its block id.
+    guard pins the dimension's size), a per-chunk value used after its loop, or a value
+    over the whole dimension that a loop body reads as if it were one chunk.
+    ``block_of`` maps a dimension size to its block id, ``sizes`` a block id to the
+    number of elements of its dimension.
     """
     blocks = rolled_block_ids(graphs)
     for info in graphs:
@@ -128,6 +131,10 @@ def unsupported_rolled_reduction(graphs: Sequence[Any], block_of: Callable[[Any]
             missing = sorted(_ops_used(data.inner_fn, args) - set(UNARY_OPS) - set(BINARY_OPS) - _OTHER_OPS)
             if missing:
                 return f"'{node.name}' computes with Inductor ops {', '.join(missing)}, which chunks do not evaluate"
+    for info in graphs:
+        reason = _whole_dimension_input(info, sizes) if isinstance(info, ReductionLoopGraphInfo) else None
+        if reason is not None:
+            return reason
     return None
 
 
@@ -141,6 +148,23 @@ def _unsupported_loop_use(graphs: Sequence[Any], loop: fx.Node, blocks: set[int]
         if item.users and not (isinstance(out, fx.Node) and rolled_reduction(out, list(blocks))):
             return f"'{out}' is computed per chunk of a rolled reduction but used after the loop"
     return None
+
+
+def _whole_dimension_input(info: ReductionLoopGraphInfo, sizes: Mapping[int, Any]) -> str | None:
+    """A loop body input that spans its rolled dimension whole. Helion computes a value
+    over the dimension that needs no load (``hl.arange(n)``) once, before the loop, and
+    hands it to a body where every value over the dimension is one chunk: the body would
+    combine all ``n`` lanes with a chunk of them (Helion's own code generator fails there)."""
+    whole = {_size_expr(sizes[b]) for b in info.block_ids if b in sizes}
+    for node in info.graph.nodes:
+        meta = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(meta, torch.Tensor) and any(_size_expr(size) in whole for size in meta.shape):
+            return f"'{node.name}' spans the whole rolled dimension but its loop reads it chunk by chunk"
+    return None
+
+
+def _size_expr(size: Any) -> sympy.Expr:
+    return size._sympy_() if isinstance(size, torch.SymInt) else sympy.sympify(size)
 
 
 def _has_chunked_input(node: fx.Node, block_id: int, block_of: Callable[[Any], int | None]) -> bool:
