@@ -20,12 +20,14 @@ from typing import Any
 
 import helion
 import pytest
+import torch
 from examples_util import EXAMPLES_DIR, load_example
 from filecheck_util import run_filecheck
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
+from helion_mlir.runtime.compiled_kernel import compile_kernel
 from helion_mlir.verify import parse_module
 
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
@@ -518,6 +520,22 @@ def test_nested_tile_loops_over_a_dynamic_tensor_restate_the_sizes_read_at_entry
         // CHECK:             tensor.insert_slice {{.*}} into %[[INNER]]
         // CHECK-NOT:     tensor.dim
     """)
+
+
+def test_a_value_of_static_sizes_stored_into_dynamic_dimensions_is_cast_to_the_region_type() -> None:
+    # rope with static_shapes=False and unit row tiles: the value has the specialized half
+    # (16) and the pair (2) as static sizes, the region it is stored into the host's
+    # dynamic sizes; an unpadded tile is stored as it is, after a cast to the region's type.
+    rope = example("rope")
+    kernel = helion.kernel(rope.KERNEL.fn, config=helion.Config(block_sizes=[1]), static_shapes=False)
+    args = rope.make_args("ragged")
+    bound = kernel.bind(args)
+    filecheck(generate_mlir(bound), """
+        // CHECK:      %[[JOIN:$V]] = tensor.insert_slice %{{$V}} into %{{$V}}[0, 0, 1] [1, 16, 1] [1, 1, 1] : tensor<1x16xf32> into tensor<1x16x2xf32>
+        // CHECK-NEXT: %[[CAST:$V]] = tensor.cast %[[JOIN]] : tensor<1x16x2xf32> to tensor<1x?x?xf32>
+        // CHECK-NEXT: tensor.insert_slice %[[CAST]] into %{{$V}}[%{{$V}}, 0, 0] [1, %{{$V}}, %{{$V}}] [1, 1, 1] : tensor<1x?x?xf32> into tensor<?x?x?xf32>
+    """)
+    torch.testing.assert_close(compile_kernel(bound)(*args), rope.reference(*args), **rope.TOLERANCE)
 
 
 def test_stablehlo_dynamic_broadcasts_say_which_dimensions_expand() -> None:

@@ -236,12 +236,17 @@ def pad_to_tile(emit: Emitter, valid: Tensor, accesses: Sequence[DimAccess], fil
     shape = tuple(a.size for a in slices)
     dynamic = [emit.index(a.extent) for a in slices if a.size is None]  # whole dims: exactly their lanes
     base = emit.fill(shape, valid.dtype, fill, dynamic)
+    result = Tensor(emit.fresh("tile"), shape, valid.dtype)
+    emit.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {base.ssa}{valid_lanes(slices)} : {valid.type} into {base.type}")
+    return result
+
+
+def valid_lanes(slices: Sequence[DimAccess]) -> str:
+    """``[0, ..] [extents] [1, ..]``: where a tile's in-bounds lanes are, as slice operands."""
     zeros = ", ".join("0" for _ in slices)
     sizes = ", ".join(ssa_or_int(a.extent) for a in slices)
     ones = ", ".join("1" for _ in slices)
-    result = Tensor(emit.fresh("tile"), shape, valid.dtype)
-    emit.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {base.ssa}[{zeros}] [{sizes}] [{ones}] : {valid.type} into {base.type}")
-    return result
+    return f"[{zeros}] [{sizes}] [{ones}]"
 
 
 def add_new_axes(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) -> Tensor:

@@ -34,6 +34,7 @@ from ..indexing import (
     specialized_sizes,
     ssa_or_int,
     valid_lane_condition,
+    valid_lanes,
     value_dynamic_sizes,
     value_extents,
     value_shape,
@@ -235,16 +236,19 @@ def value_to_store(emit: Emitter, value: Any, host: Tensor, accesses: Sequence[D
 
 
 def valid_region(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
-    """The in-bounds lanes of a tile-shaped value."""
+    """The in-bounds lanes of a tile-shaped value, typed as the region the index addresses:
+    dynamic where its extent is known only at run time, even where the value's size is
+    static (a size Helion specialized, a unit tile of a dynamic dimension)."""
     slices = [a for a in accesses if a.kind is AccessKind.SLICE]
-    if not any(a.padded for a in slices):
-        return value
-    zeros = ", ".join("0" for _ in slices)
-    sizes = ", ".join(ssa_or_int(a.extent) for a in slices)
-    ones = ", ".join("1" for _ in slices)
     shape = tuple(a.extent if isinstance(a.extent, int) else None for a in slices)
+    if any(a.padded for a in slices):
+        result = Tensor(emit.fresh("valid"), shape, value.dtype)
+        emit.op(f"{result.ssa} = tensor.extract_slice {value.ssa}{valid_lanes(slices)} : {value.type} to {result.type}")
+        return result
+    if value.shape == shape:
+        return value
     result = Tensor(emit.fresh("valid"), shape, value.dtype)
-    emit.op(f"{result.ssa} = tensor.extract_slice {value.ssa}[{zeros}] [{sizes}] [{ones}] : {value.type} to {result.type}")
+    emit.op(f"{result.ssa} = tensor.cast {value.ssa} : {value.type} to {result.type}")
     return result
 
 
