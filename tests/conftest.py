@@ -3,6 +3,9 @@
 Hypothesis profiles: ``ci`` (the default) is derandomized so every CI run checks the
 same examples; ``explore`` runs thousands of random examples when hunting for bugs:
 ``scripts/test tests/test_inline_properties.py --hypothesis-profile=explore``.
+
+The config fuzzer (tests/test_config_fuzz.py) takes ``--fuzz-configs N`` (configs per
+example, 2 in CI) and ``--fuzz-seed S`` (0 in CI; another seed draws other configs).
 """
 
 from __future__ import annotations
@@ -31,6 +34,14 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("ci")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("config fuzzing")
+    group.addoption("--fuzz-configs", type=int, default=2, metavar="N",
+                    help="random configs per example in tests/test_config_fuzz.py (default 2)")
+    group.addoption("--fuzz-seed", type=int, default=0, metavar="S",
+                    help="base seed of the fuzzed configs (default 0: the configs CI checks)")
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,12 @@ KNOWN_NUMERIC_GAPS = {
     "a few values across an fp8 rounding boundary",
     ("int_divmod", "stablehlo"): "torch-mlir lowers aten.remainder to stablehlo.remainder (truncated, not floored)",
 }
+# (example, output type) pairs the bundled MLIR cannot run at all (an ExecutionError).
+KNOWN_RUN_GAPS = {
+    ("int_divmod", "raw"): "the bundled MLIR cannot legalize torch.aten.fmod.Scalar with a runtime divisor",
+}
+# Kernels Helion itself refuses to bind with static_shapes=False.
+HELION_NEEDS_STATIC_SHAPES = frozenset({"group_norm"})
 
 
 def example_paths() -> list[Path]:

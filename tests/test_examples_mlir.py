@@ -9,7 +9,9 @@ import helion
 import pytest
 import torch
 from examples_util import (
+    HELION_NEEDS_STATIC_SHAPES,
     KNOWN_NUMERIC_GAPS,
+    KNOWN_RUN_GAPS,
     assert_matches,
     bound_args,
     clone_kwargs,
@@ -30,11 +32,6 @@ from helion_mlir.verify import parse_module
 
 OUTPUT_TYPES = [t.value for t in OutputType]
 
-KNOWN_RUN_GAPS = {
-    ("int_divmod", "raw"): "the bundled MLIR cannot legalize torch.aten.fmod.Scalar with a runtime divisor",
-}
-# Kernels Helion itself refuses to bind with static_shapes=False.
-HELION_NEEDS_STATIC_SHAPES = {"group_norm"}
 
 
 def _clone(args: tuple[Any, ...]) -> list[Any]:
