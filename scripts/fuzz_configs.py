@@ -32,6 +32,7 @@ from config_fuzz import (  # noqa: E402
     CRASH,
     KNOWN_GAP,
     MATCH,
+    OUT_OF_BOUNDS,
     REFUSED,
     WRONG,
     FuzzCase,
@@ -57,8 +58,9 @@ def variant(args: argparse.Namespace, example: str, index: int) -> FuzzCase:
     pipeline = rng.choice(_csv(args.pipelines))
     threads = int(rng.choice(_csv(args.threads))) if pipeline == "fast" else None
     static = rng.choice(_csv(args.shape_modes)) == "static" or example in HELION_NEEDS_STATIC_SHAPES
+    checked = pipeline == "checked"  # the plain pipeline with every memory access checked
     return FuzzCase(example, rng.choice(_csv(args.shapes)), static, rng.choice(_csv(args.output_types)),
-                    pipeline, threads)
+                    "plain" if checked else pipeline, threads, checked)
 
 
 def _write(report: TextIO | None, o: Outcome) -> None:
@@ -96,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default="ragged,divisible")
     parser.add_argument("--shape-modes", default="static,dynamic", help="static and/or dynamic (static_shapes=False)")
     parser.add_argument("--output-types", default="linalg-on-tensors,stablehlo,tosa,raw")
-    parser.add_argument("--pipelines", default="fast,plain")
+    parser.add_argument("--pipelines", default="fast,plain,checked", help="fast, plain and/or checked (plain, "
+                        "every memory access checked at run time)")
     parser.add_argument("--threads", default="1,2,4", help="fast pipeline thread counts (default 1,2,4)")
     parser.add_argument("--report", type=Path, help="write every outcome as a JSON line here")
     args = parser.parse_args(argv)
@@ -122,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{time.perf_counter() - start:.0f} s (peak RSS {peak} MB): {dict(total)}")
     for example, counts in per_example.items():
         print(f"  {example}: {dict(counts)}")
-    return 1 if any(total[s] for s in (WRONG, CRASH, REFUSED)) else 0
+    return 1 if any(total[s] for s in (WRONG, CRASH, REFUSED, OUT_OF_BOUNDS)) else 0
 
 
 if __name__ == "__main__":

@@ -39,12 +39,13 @@ from examples_util import (
 )
 from helion.autotuner.config_generation import ConfigGeneration
 
-from helion_mlir.errors import ExecutionError, HelionMLIRError
+from helion_mlir.errors import ExecutionError, HelionMLIRError, RuntimeCheckError
 from helion_mlir.importer.node_importer import TorchMLIRLoweringError
 from helion_mlir.runtime.compiled_kernel import compile_kernel
 from helion_mlir.runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
 
 MATCH, REFUSED, WRONG, CRASH, KNOWN_GAP = "match", "refused", "wrong", "crash", "known gap"
+OUT_OF_BOUNDS = "out of bounds"  # checked mode caught an access outside a tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,17 +58,20 @@ class FuzzCase:
     output_type: str = "linalg-on-tensors"
     pipeline: str = "fast"
     threads: int | None = None  # fast pipeline workers (None: torch.get_num_threads())
+    checked: bool = False  # checked mode (plain pipeline): every memory access checked at run time
 
     def label(self) -> str:
+        pipeline = f"fast/{self.threads or 'default'}" if self.pipeline == "fast" else self.pipeline
         parts = [self.example, self.shape, "static" if self.static_shapes else "dynamic", self.output_type,
-                 self.pipeline if self.pipeline == "plain" else f"fast/{self.threads or 'default'}"]
+                 f"{pipeline}/checked" if self.checked else pipeline]
         return " ".join(parts)
 
 
 @dataclasses.dataclass
 class Outcome:
     """What one config did: ``match``, ``refused`` (a HelionMLIRError), ``wrong`` (numbers
-    differ from reference mode), ``crash`` (any other exception) or ``known gap``."""
+    differ from reference mode), ``out of bounds`` (checked mode caught an access outside
+    a tensor), ``crash`` (any other exception) or ``known gap``."""
 
     case: FuzzCase
     config: helion.Config
@@ -77,7 +81,7 @@ class Outcome:
 
     @property
     def failed(self) -> bool:
-        return self.status in (WRONG, CRASH, REFUSED)
+        return self.status in (WRONG, CRASH, REFUSED, OUT_OF_BOUNDS)
 
     def reproduction(self) -> str:
         """Python that reproduces this outcome from the repository root."""
@@ -165,10 +169,12 @@ def run_config(case: FuzzCase, config: helion.Config) -> Outcome:
     module = load_example_by_name(case.example)
     try:
         compiled = compile_kernel(bound_kernel(case), config=config, output_type=case.output_type,
-                                  pipeline=case.pipeline, threads=case.threads)
+                                  pipeline=case.pipeline, threads=case.threads, checked=case.checked)
         args, kwargs = example_call(module, case.shape)
         args, kwargs = clone_args(args), clone_kwargs(kwargs)
         got = compiled(*args, **kwargs)
+    except RuntimeCheckError as err:
+        return outcome(OUT_OF_BOUNDS, f"{type(err).__name__}: {err}")
     except HelionMLIRError as err:
         known = _known_refusal(case, err)
         return outcome(KNOWN_GAP if known else REFUSED, f"{known or ''}{type(err).__name__}: {err}")

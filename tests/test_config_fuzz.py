@@ -3,7 +3,7 @@ computes (tests/config_fuzz.py).
 
 CI draws ``--fuzz-configs`` (2) configs per example from fixed seeds; each config runs in
 one of :data:`VARIANTS` (shape kind, static or dynamic shapes, output type, pipeline,
-threads), rotating per example so that the suite covers all of them. Exploring:
+threads, checked mode), rotating per example so that the suite covers all of them. Exploring:
 ``scripts/test tests/test_config_fuzz.py --fuzz-configs 200 --fuzz-seed 7`` or
 ``scripts/fuzz_configs`` (docs/testing.md).
 """
@@ -44,6 +44,7 @@ VARIANTS = [
     dict(shape="ragged", static_shapes=False, output_type="linalg-on-tensors", threads=2),
     dict(shape="ragged", output_type="stablehlo", pipeline="plain"),
     dict(shape="ragged", output_type="tosa", threads=3),
+    dict(shape="ragged", static_shapes=False, output_type="linalg-on-tensors", pipeline="plain", checked=True),
 ]
 
 
@@ -104,6 +105,7 @@ def test_fuzzed_variants_cover_every_pipeline_output_type_and_shape_kind() -> No
     assert {c.shape for c in cases} == {"divisible", "ragged"}
     assert {c.static_shapes for c in cases} == {True, False}
     assert {c.pipeline for c in cases} == {"fast", "plain"}
+    assert {c.checked for c in cases} == {True, False}
     assert {c.output_type for c in cases} >= {"linalg-on-tensors", "stablehlo", "tosa"}
 
 

@@ -68,6 +68,7 @@ def compilations(monkeypatch: pytest.MonkeyPatch) -> Compilations:
     monkeypatch.setattr(compiled_kernel, "compile_module", counting_compile_module)
     monkeypatch.delenv(helion_backend.OUTPUT_TYPE_ENV, raising=False)
     monkeypatch.delenv(helion_backend.DUMP_ENV, raising=False)
+    monkeypatch.delenv(helion_backend.CHECKED_ENV, raising=False)
     return seen
 
 
@@ -270,6 +271,23 @@ def test_dump_writes_each_module_named_after_kernel_config_and_arguments(
         assert "tosa." in text and compiled.mlir in text
         assert f'loc("{example.KERNEL.fn.__code__.co_filename}":' in text  # dumps keep source locations
         assert f"// arguments: {compiled.signature}\n" in text
+
+
+def test_checked_environment_variable_compiles_kernels_in_checked_mode(
+    monkeypatch: pytest.MonkeyPatch, compilations: Compilations
+) -> None:
+    example = load_example_by_name("rope")
+    args = example.make_args("ragged")
+    monkeypatch.setenv(helion_backend.CHECKED_ENV, "1")
+    kernel = mlir_twin(example.KERNEL)
+    torch.testing.assert_close(kernel(*clone_args(args)), example.reference(*clone_args(args)), **example.TOLERANCE)
+    [compiled] = compilations.requested
+    assert compiled.checked and compiled.function.check_failures is not None
+    monkeypatch.setenv(helion_backend.CHECKED_ENV, "off")
+    assert not helion_backend.checked_from_env()
+    monkeypatch.setenv(helion_backend.CHECKED_ENV, "maybe")
+    with pytest.raises(HelionMLIRError, match="HELION_MLIR_CHECKED must be one of .* got 'maybe'"):
+        helion_backend.checked_from_env()
 
 
 def test_unknown_output_type_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

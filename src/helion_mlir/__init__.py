@@ -18,6 +18,8 @@ from .errors import (  # noqa: E402
     MLIRSyntaxError,
     MLIRVerificationError,
     NodeNormalizationError,
+    OutOfBoundsAccessError,
+    RuntimeCheckError,
     UnsupportedNodeError,
 )
 from .generate import generate_mlir  # noqa: E402
@@ -48,7 +50,9 @@ __all__ = [
     "MLIRSyntaxError",
     "MLIRVerificationError",
     "NodeNormalizationError",
+    "OutOfBoundsAccessError",
     "OutputType",
+    "RuntimeCheckError",
     "TorchMLIRNodeImporter",
     "UnsupportedNodeError",
     "check_kernels",

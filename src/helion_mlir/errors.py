@@ -21,6 +21,8 @@ __all__ = [
     "describe_target",
     "node_source_location",
     "ExecutionError",
+    "RuntimeCheckError",
+    "OutOfBoundsAccessError",
     "ArgumentError",
     "DataDependentValueError",
 ]
@@ -185,6 +187,39 @@ class ExecutionError(HelionMLIRError):
                 "    " + line for d in self.diagnostics for line in d.splitlines()
             )
         super().__init__(full)
+
+
+class RuntimeCheckError(ExecutionError):
+    """A run-time check of a kernel compiled in checked mode failed: the call stopped
+    before the failing operation ran, and nothing it computed is returned.
+
+    ``check`` says what failed (as MLIR's runtime verification words it),
+    ``source_location`` is the kernel's ``file:line`` (None when the failing operation
+    carries no location), ``source_line`` that line's text when the file can be read.
+    """
+
+    summary = "run-time check failed"
+
+    def __init__(self, check: str, *, func_name: str, source_location: str | None,
+                 source_line: str | None = None) -> None:
+        self.check = check
+        self.source_location = source_location
+        self.source_line = source_line
+        message = f"{self.summary} at {source_location or 'an unknown location'}"
+        if source_line:
+            message += f": {source_line}"
+        super().__init__(
+            f"{message}\n  check: {check}\n  hint: the call stopped before this operation ran; if the kernel "
+            "and its arguments are right, this is a helion_mlir bug: please report it with the kernel and this message.",
+            func_name=func_name,
+        )
+
+
+class OutOfBoundsAccessError(RuntimeCheckError):
+    """A load, store or slice of a kernel compiled in checked mode would have accessed
+    memory outside its tensor."""
+
+    summary = "out-of-bounds access"
 
 
 class ArgumentError(HelionMLIRError):

@@ -54,6 +54,7 @@ examples:
   helion-mlir run examples/add.py --args 'f32[128,256], f32[128,256]'
   helion-mlir run examples/matmul_bf16.py -t stablehlo --atol 0.05
   helion-mlir run examples/softmax_one_pass.py --runtime iree
+  helion-mlir run examples/rope.py --checked
 
 The kernel runs twice on copies of the same arguments: compiled through MLIR, and in
 Helion's reference mode (eager PyTorch). Default tolerance per output dtype: f32/f64 1e-4,
@@ -101,6 +102,7 @@ examples:
   helion-mlir pipeline
   helion-mlir pipeline --plain -t tosa
   helion-mlir pipeline --threads 1
+  helion-mlir pipeline --checked
 
 Without options: the fast pipeline as 'helion-mlir run' and compile_kernel use it (results
 in place, torch's thread count). {DUMP_PIPELINE_VARIABLE}=DIR writes the IR after every
@@ -203,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--runtime", choices=RUNTIMES, default="jit",
                      help="jit: torch-mlir's ExecutionEngine in-process (default); iree: iree-compile for "
                           "llvm-cpu and IREE's runtime (needs iree-base-compiler and iree-base-runtime)")
+    run.add_argument("--checked", action="store_true",
+                     help="check every memory access at run time (plain pipeline, slower): an access out of "
+                          "bounds fails naming the kernel source line instead of corrupting memory")
 
     check = commands.add_parser("check", help="lower every kernel in files or folders and summarize",
                                 parents=[common], epilog=CHECK_EPILOG, formatter_class=raw,
@@ -235,4 +240,6 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.add_argument("--plain", action="store_true", help="the plain pipeline instead of the fast one")
     add_output_type(pipeline)
     pipeline.add_argument("--threads", type=int, help="OpenMP workers (default: torch's thread count)")
+    pipeline.add_argument("--checked", action="store_true",
+                          help="the plain pipeline with run-time checks of every memory access")
     return parser

@@ -9,7 +9,8 @@ from .common import EXIT_OK
 
 
 def pipeline_command(options: argparse.Namespace) -> int:
-    pipeline = Pipeline.PLAIN if options.plain else Pipeline.FAST
+    pipeline = Pipeline.PLAIN if options.plain or options.checked else Pipeline.FAST
     in_place = pipeline is Pipeline.FAST
-    print(describe_pipeline(pipeline, PipelineOptions.of(pipeline, options.output_type, options.threads, in_place)))
+    print(describe_pipeline(pipeline, PipelineOptions.of(pipeline, options.output_type, options.threads, in_place,
+                                                         options.checked)))
     return EXIT_OK

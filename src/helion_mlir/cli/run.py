@@ -71,9 +71,10 @@ def _clone(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
-def _compiled(bound: Any, output_type: OutputType, config: helion.Config | None, runtime: str) -> CompiledKernel:
+def _compiled(bound: Any, output_type: OutputType, config: helion.Config | None, runtime: str,
+              checked: bool = False) -> CompiledKernel:
     try:
-        return compile_kernel(bound, output_type=output_type, config=config, runtime=runtime)
+        return compile_kernel(bound, output_type=output_type, config=config, runtime=runtime, checked=checked)
     except ExecutionError as err:
         raise StageError("compile", err) from err
     except Exception as err:  # compile_kernel lowers first
@@ -82,14 +83,15 @@ def _compiled(bound: Any, output_type: OutputType, config: helion.Config | None,
 
 def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type: OutputType,
                     config: helion.Config | None = None, rtol: float | None = None,
-                    atol: float | None = None, runtime: str = "jit") -> RunOutcome:
-    """Compile ``kernel`` through MLIR, run it (on ``runtime``) and Helion's reference mode
-    on copies of ``args``, and compare what each returns and every argument either one writes.
+                    atol: float | None = None, runtime: str = "jit", checked: bool = False) -> RunOutcome:
+    """Compile ``kernel`` through MLIR (in checked mode with ``checked``), run it (on
+    ``runtime``) and Helion's reference mode on copies of ``args``, and compare what each
+    returns and every argument either one writes.
 
     Raises :class:`StageError` naming the step that failed.
     """
     bound = bind(kernel, args, config)
-    compiled = _compiled(bound, output_type, config, runtime)
+    compiled = _compiled(bound, output_type, config, runtime, checked)
     mlir_args, ref_args = _clone(args), _clone(args)
     started = time.perf_counter()
     result = _run(compiled, kernel, mlir_args)
@@ -208,12 +210,13 @@ def _ms(seconds: float) -> str:
 def run_command(options: argparse.Namespace) -> int:
     target = load_target(options)
     output_type = OutputType.parse(options.output_type)
-    print(f"kernel {target.name} ({target.path}), output type {output_type}, runtime {options.runtime}")
+    checked = ", checked" if options.checked else ""
+    print(f"kernel {target.name} ({target.path}), output type {output_type}, runtime {options.runtime}{checked}")
     print(f"args: {target.describe_args()}")
     try:
         outcome = run_and_compare(target.kernel, target.args, output_type=output_type,
                                   config=target.config, rtol=options.rtol, atol=options.atol,
-                                  runtime=options.runtime)
+                                  runtime=options.runtime, checked=options.checked)
     except StageError as err:
         raise stage_failure(err, target, output_type) from err.error
     rows = [

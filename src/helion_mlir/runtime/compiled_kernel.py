@@ -68,11 +68,15 @@ class CompiledKernel:
         runtime: Runtime | str = Runtime.JIT,
         pipeline: Pipeline | str = Pipeline.FAST,
         threads: int | None = None,
+        checked: bool = False,
     ) -> None:
         started = time.perf_counter()
         self.output_type = OutputType.parse(output_type)
         self.runtime = Runtime.parse(runtime)
+        self.checked = checked
         pipeline = Pipeline.parse(pipeline)
+        if checked and self.runtime is not Runtime.JIT:
+            raise ValueError("checked mode runs on the JIT runtime")
         self.bound = bound
         self.config = resolve_config(bound, config)
         self.model = KernelModel(bound, self.config)
@@ -85,7 +89,8 @@ class CompiledKernel:
             self.function = compile_with_iree(self.mlir, self.model.name, output_type=self.output_type)
         else:
             self.function = compile_module(self.mlir, self.model.name, output_type=self.output_type,
-                                           pipeline=pipeline, threads=threads, in_place=pipeline is Pipeline.FAST)
+                                           pipeline=pipeline, threads=threads, in_place=pipeline is Pipeline.FAST,
+                                           checked=checked)
         self._read_guards = ReadGuards(self.model)
         wanted = {name for arg in self.model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
         self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names)
@@ -93,8 +98,9 @@ class CompiledKernel:
         self._params = list(bound.host_function.params.arguments)
         self._fake_args = list(bound.fake_args)
         self._checks = ArgumentChecks(bound, self.model)
-        log.info("compiled kernel %s (%s, %s pipeline, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
-                 self.runtime.value, pipeline.value, threads or "default", self.emit_seconds * 1e3, self.compile_seconds * 1e3)
+        log.info("compiled kernel %s (%s, %s pipeline%s, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
+                 self.runtime.value, pipeline.value, ", checked" if checked else "", threads or "default",
+                 self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
     @property
     def name(self) -> str:
@@ -165,8 +171,9 @@ def compile_kernel(
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
     runtime: Runtime | str = Runtime.JIT,
-    pipeline: Pipeline | str = Pipeline.FAST,
+    pipeline: Pipeline | str | None = None,
     threads: int | None = None,
+    checked: bool = False,
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
 
@@ -175,20 +182,28 @@ def compile_kernel(
     ``iree-base-runtime``). Both run the same host code with the same argument checks.
     For the JIT, ``pipeline`` is ``"fast"`` (parallel tiles on ``threads`` workers, default
     ``torch.get_num_threads()``, vectorized tile bodies) or ``"plain"`` (sequential scalar
-    loops; see :class:`~helion_mlir.runtime.pipelines.Pipeline`). Compiled kernels are cached
-    per bound kernel (Helion binds one per specialization of the arguments), config,
-    output type, runtime, pipeline and thread count (the most recently used
-    :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
+    loops; see :class:`~helion_mlir.runtime.pipelines.Pipeline`); by default fast, plain
+    when ``checked``. Compiled kernels are cached per bound kernel (Helion binds one per
+    specialization of the arguments), config, output type, runtime, pipeline, thread count
+    and checked mode (the most recently used :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
+
+    ``checked=True`` (JIT, plain pipeline) checks every memory access of the compiled code
+    at run time (MLIR's ``generate-runtime-verification``): a call that would load, store or
+    slice outside a tensor raises :class:`~helion_mlir.errors.OutOfBoundsAccessError`
+    naming the kernel source line, instead of corrupting memory. It costs speed
+    (docs/benchmarks.md); it is for hunting a wrong number or a crash.
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
-    runtime, pipeline = Runtime.parse(runtime), Pipeline.parse(pipeline)
+    runtime = Runtime.parse(runtime)
+    pipeline = Pipeline.parse(pipeline) if pipeline is not None else Pipeline.PLAIN if checked else Pipeline.FAST
     cfg = resolve_config(bound, config)
     threads = pipeline.thread_count(threads)
-    key = (id(bound), repr(cfg), kind, runtime, pipeline, threads)
+    key = (id(bound), repr(cfg), kind, runtime, pipeline, threads, checked)
     cached = _CACHE.get(key)
     if cached is not None and cached.bound is bound:  # an id may be reused
         return cached
-    compiled = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime, pipeline=pipeline, threads=threads)
+    compiled = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime, pipeline=pipeline, threads=threads,
+                              checked=checked)
     _CACHE.put(key, compiled)
     return compiled

@@ -25,6 +25,7 @@ from ..lru_cache import LRUCache
 from ..mlir_context import mlir_session
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
+from .check_failures import CheckFailures
 from .openmp import openmp_library
 from .packed_pairs import pack_pairs, unpack_pairs
 from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor
@@ -147,7 +148,11 @@ class CompiledFunction:
 
     Arguments are checked against the static signature only. Relations between dynamic
     sizes are the module's business: a failing ``cf.assert`` aborts the process, as it
-    does in any MLIR-compiled program.
+    does in any MLIR-compiled program, unless the function was compiled ``checked``: then
+    every memory access is checked at run time and a failed check (or assert) raises an
+    :class:`~helion_mlir.errors.OutOfBoundsAccessError` (or another
+    :class:`~helion_mlir.errors.RuntimeCheckError`) naming the kernel source line, after
+    the code returned early, with nothing of the call's results kept.
 
     Calls do not take the MLIR lock and release the GIL: the compiled code touches only its
     arguments and its own allocations, and each thread packs its arguments into buffers
@@ -168,8 +173,11 @@ class CompiledFunction:
         pipeline: Pipeline = Pipeline.PLAIN,
         threads: int = 1,
         held_by: tuple[int | None, ...] | None = None,
+        check_failures: CheckFailures | None = None,
     ) -> None:
         self._engine = engine  # owns the compiled code behind the entry point
+        #: Checked mode: the function's run-time checks (None when compiled unchecked).
+        self.check_failures = check_failures
         self._entry: Callable[[ctypes.Array], None] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
             entry_address
         )
@@ -244,6 +252,8 @@ class CompiledFunction:
                 cell.strides[:] = _row_major_strides(value.shape)  # type: ignore[union-attr]
         staged = self._stage_written(args, passed, packing, spans) if self._written else ()
         self._entry(packing.packed)
+        if self.check_failures is not None:
+            self.check_failures.raise_failure()
         for original, copy in staged:
             original.copy_(copy)
         if not self._returned:
@@ -354,11 +364,12 @@ def lower_module(
     pipeline: Pipeline | str = Pipeline.FAST,
     threads: int | None = None,
     in_place: bool = False,
+    checked: bool = False,
 ) -> str:
     """The LLVM-dialect module :func:`compile_module` would JIT-compile (same options), as
     text: what the pipelines make of a module, for inspection and tests."""
     pipeline = Pipeline.parse(pipeline)
-    options = PipelineOptions.of(pipeline, output_type, threads, in_place)
+    options = PipelineOptions.of(pipeline, output_type, threads, in_place, checked)
     with mlir_session() as (ctx, diagnostics):
         return str(_lower(module_text, func_name, pipeline, options, diagnostics).module)
 
@@ -371,6 +382,7 @@ def compile_module(
     pipeline: Pipeline | str = Pipeline.FAST,
     threads: int | None = None,
     in_place: bool = False,
+    checked: bool = False,
 ) -> CompiledFunction:
     """Lower ``@func_name`` of ``module_text`` to LLVM and JIT-compile it for this CPU.
 
@@ -385,13 +397,18 @@ def compile_module(
     compiled once. With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
     every step of a lowering is written under ``DIR`` (:mod:`.pipelines.runner`).
 
+    ``checked`` (plain pipeline only) checks every memory access at run time: a call that
+    would access memory outside a buffer raises
+    :class:`~helion_mlir.errors.OutOfBoundsAccessError` naming the source line instead
+    (see :mod:`.check_failures`).
+
     Raises :class:`~helion_mlir.errors.MLIRVerificationError` when the text does not
     parse, and :class:`~helion_mlir.errors.ExecutionError` when a pass fails (naming the
     pass and quoting its diagnostics), when the bundled MLIR has no lowering for some of
     the module's ops, or when the signature has types that cannot cross from Python.
     """
     pipeline = Pipeline.parse(pipeline)
-    options = PipelineOptions.of(pipeline, output_type, threads, in_place)
+    options = PipelineOptions.of(pipeline, output_type, threads, in_place, checked)
     key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, pipeline, options)
     with mlir_session() as (ctx, diagnostics):
         cached = _CACHE.get(key)
@@ -401,8 +418,11 @@ def compile_module(
         lowering = _lower(module_text, func_name, pipeline, options, diagnostics)
         shared_libs = [openmp_library()] if _uses_openmp(lowering) else []
         after_lowering = time.perf_counter()
+        check_failures = CheckFailures(lowering.checks, func_name) if options.checked else None
         try:
             engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, shared_libs=shared_libs)
+            if check_failures is not None and check_failures.checks:
+                check_failures.register(engine)
             engine.initialize()
             # Machine code is generated on the first lookup, so it belongs to the JIT time.
             entry_address = engine.raw_lookup(f"_mlir_ciface_{func_name}")
@@ -433,6 +453,7 @@ def compile_module(
             pipeline=pipeline,
             threads=options.threads,
             held_by=lowering.held_by,
+            check_failures=check_failures,
         )
         _CACHE.put(key, compiled)
         return compiled

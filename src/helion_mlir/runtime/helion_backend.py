@@ -33,7 +33,12 @@ Environment variables, read at each compilation:
 * ``HELION_MLIR_OUTPUT_TYPE``: dialects to lower ATen ops to (``linalg-on-tensors``,
   the default, ``tosa``, ``stablehlo`` or ``raw``);
 * ``HELION_MLIR_DUMP=<dir>``: write each compiled module to
-  ``<dir>/<kernel>_<hash of config and argument shapes>_<output type>.mlir``.
+  ``<dir>/<kernel>_<hash of config and argument shapes>_<output type>.mlir``;
+* ``HELION_MLIR_CHECKED=1``: compile in checked mode (``compile_kernel(..., checked=True)``):
+  every memory access is checked at run time, and one out of bounds raises
+  :class:`~helion_mlir.errors.OutOfBoundsAccessError` naming the kernel source line. Read
+  as Helion reads its boolean variables (``1``/``true``/``yes``/``on`` or
+  ``0``/``false``/``no``/``off``).
 """
 
 from __future__ import annotations
@@ -59,9 +64,11 @@ from .compiled_kernel import CompiledKernel, compile_kernel
 
 __all__ = [
     "BACKEND_NAME",
+    "CHECKED_ENV",
     "DUMP_ENV",
     "OUTPUT_TYPE_ENV",
     "MLIRBackend",
+    "checked_from_env",
     "dump_path",
     "install",
     "output_type_from_env",
@@ -72,6 +79,8 @@ log = logging.getLogger(__name__)
 BACKEND_NAME = "mlir"
 OUTPUT_TYPE_ENV = "HELION_MLIR_OUTPUT_TYPE"
 DUMP_ENV = "HELION_MLIR_DUMP"
+CHECKED_ENV = "HELION_MLIR_CHECKED"
+_TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off", ""})
 
 
 class MLIRBackend(TritonBackend):
@@ -120,6 +129,14 @@ def output_type_from_env() -> OutputType:
         raise HelionMLIRError(f"{OUTPUT_TYPE_ENV}: {err}") from None
 
 
+def checked_from_env() -> bool:
+    """Whether ``HELION_MLIR_CHECKED`` asks for checked mode (off when unset)."""
+    value = os.environ.get(CHECKED_ENV, "").strip().lower()
+    if value not in _TRUE | _FALSE:
+        raise HelionMLIRError(f"{CHECKED_ENV} must be one of 1, true, yes, on, 0, false, no, off; got {value!r}")
+    return value in _TRUE
+
+
 def dump_path(directory: str | os.PathLike[str], compiled: CompiledKernel) -> Path:
     """``<directory>/<kernel>_<hash>_<output type>.mlir`` for a compiled kernel; the hash is
     of its config and argument signature, so other shapes do not overwrite the file."""
@@ -143,9 +160,10 @@ def _dump(compiled: CompiledKernel) -> None:
 
 def _compile_through_mlir(bound: BoundKernel[Any], config: Any) -> CompiledKernel:
     """``compile_kernel`` for Helion's ``compile_config``; without a config, the one the kernel implies."""
-    output_type = output_type_from_env()
-    log.debug("compiling kernel %s through MLIR (%s)", bound.kernel.name, output_type.value)
-    compiled = compile_kernel(bound, config=config, output_type=output_type)
+    output_type, checked = output_type_from_env(), checked_from_env()
+    log.debug("compiling kernel %s through MLIR (%s%s)", bound.kernel.name, output_type.value,
+              ", checked" if checked else "")
+    compiled = compile_kernel(bound, config=config, output_type=output_type, checked=checked)
     _dump(compiled)
     return compiled
 

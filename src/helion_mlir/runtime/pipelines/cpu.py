@@ -21,7 +21,11 @@ pipeline; ``memref.copy`` becomes loops (the wheel ships no MLIR runtime library
 would implement it), ``tm_tensor``, linalg and vector transfer ops become loops,
 ``scf.forall`` becomes ``scf.parallel`` and then sequential loops, and every dialect is
 converted to LLVM. Sequential scalar loops: the reference the fast pipeline is tested
-against.
+against. *Checked* (``checked``, plain pipeline only): right after bufferization,
+``generate-runtime-verification`` guards every memref access, subview, cast and linalg op
+with a ``cf.assert``; once the loops are a control-flow graph, each assert becomes a call
+back into Python and an early return (:mod:`~helion_mlir.runtime.rewrites.failed_checks`),
+so a failed check raises instead of aborting the process.
 
 *fast*: on tensors, top-level tile loops whose tiles write disjoint slices become
 ``scf.forall``; f32 ``exp``/``exp2`` become polynomials; cheap elementwise ops with
@@ -61,7 +65,7 @@ from ..rewrites.tile_parallel import parallelize_tile_loops
 from ..rewrites.vectorize_tiles import vectorize_tiles
 from .module_lowering import ModuleLowering
 from .options import Pipeline
-from .steps import IN_PLACE, PARALLEL, Step, boundary, check, input_is, passes, rewrite
+from .steps import CHECKED, IN_PLACE, PARALLEL, Step, boundary, check, input_is, passes, rewrite
 
 __all__ = ["FIRST_STAGE", "LAST_STAGE", "PIPELINES"]
 
@@ -173,9 +177,13 @@ PLAIN: tuple[Step, ...] = (
     ),
     rewrite(mark_fresh_buffers_restrict),
     *passes(_ONE_SHOT_BUFFERIZE),
+    # Checked mode: every memref access, subview, cast and linalg op of the kernel is
+    # checked against its buffers' sizes (the deallocation code that follows is not).
+    *passes("generate-runtime-verification{verbose-level=0}", when=CHECKED),
     *_DEALLOCATE_TO_LOOPS,
     *passes("func.func(convert-vector-to-scf)"),
     *_SCF_TO_CF,
+    boundary(ModuleLowering.return_on_failed_checks, when=CHECKED),
     *passes("convert-vector-to-llvm", "finalize-memref-to-llvm"),
     *_BF16_IN_F32,
     *passes("func.func(convert-math-to-llvm)", "convert-math-to-libm"),

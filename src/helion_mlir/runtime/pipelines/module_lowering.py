@@ -13,6 +13,8 @@ from ...errors import ExecutionError
 from ...mlir_types import DTYPES_OF_ELEMENT_TYPES, PACKED_PAIR_DTYPES
 from ...output_type import OutputType
 from ..params import SCALAR_KINDS, Param, ScalarParam, TensorParam
+from ..rewrites.failed_checks import Check
+from ..rewrites.failed_checks import return_on_failed_checks as _return_on_failed_checks
 from ..rewrites.in_place_results import (
     destinations,
     drop_argument_results,
@@ -46,6 +48,8 @@ class ModuleLowering:
     destination: dict[int, int] = field(default_factory=dict)
     #: Per result, the argument whose buffer holds it after a call, or None if returned.
     held_by: tuple[int | None, ...] = ()
+    #: Checked mode: the run-time checks by the number a failed one reports.
+    checks: tuple[Check, ...] = ()
 
     def error(
         self, message: str, diagnostics: Sequence[str] = (), *, pass_name: str | None = None
@@ -124,6 +128,10 @@ class ModuleLowering:
     def drop_argument_results(self) -> None:
         """Stop returning the results that are now a writable argument's buffer (after bufferization)."""
         self.held_by = drop_argument_results(self.function(), set(self.destination.values()))
+
+    def return_on_failed_checks(self) -> None:
+        """Failed run-time checks call back with their number and return early instead of aborting."""
+        self.checks = _return_on_failed_checks(self.module, self.function())
 
     # ------------------------------------------------------------------ checks
     def check_lowered_to_linalg(self) -> None:

@@ -23,6 +23,7 @@ from .module_lowering import ModuleLowering
 from .options import PipelineOptions
 
 __all__ = [
+    "CHECKED",
     "IN_PLACE",
     "PARALLEL",
     "Condition",
@@ -46,6 +47,7 @@ class Condition:
 
 PARALLEL = Condition("parallel", lambda options: options.parallel)
 IN_PLACE = Condition("in place", lambda options: options.in_place)
+CHECKED = Condition("checked", lambda options: options.checked)
 
 
 def input_is(output_type: OutputType) -> Condition:
