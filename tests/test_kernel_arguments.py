@@ -25,6 +25,7 @@ from helion_mlir.runtime.compiled_kernel import CompiledKernel, compile_kernel
 from helion_mlir.runtime.host_code import HostCode
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "argument_kernels.py")
+TUNING_KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "tuning_kernels.py")
 
 
 def compiled_example(name: str, shape: str = "ragged") -> tuple[Any, CompiledKernel, tuple[Any, ...], dict[str, Any]]:
@@ -202,3 +203,15 @@ def test_errors_of_the_compiled_function_name_the_host_value_not_its_position() 
     with pytest.raises(ArgumentError, match=r"^host value 'mask' of low_bits \(computed by its host code\), passed as "
                                             r"%mask: i64: 18446744073709551615 does not fit in i64$"):
         compiled(x, 64)
+
+
+def test_tunable_in_device_code_is_the_configs_value() -> None:
+    """``hl.register_tunable``'s value, used as a tile extent in device code, is the config's
+    (the fragment's default when the config leaves it out): a constant of the module."""
+    kernel = helion.kernel(TUNING_KERNELS.repeated_copy)
+    x = torch.randn(40)
+    bound = kernel.bind((x,))
+    for config, trips in ((helion.Config(block_sizes=[16], repeats=1), 1), (helion.Config(block_sizes=[16]), 64)):
+        text = generate_mlir(bound, config=config)
+        assert f"arith.constant {trips} : index" in text
+        torch.testing.assert_close(compile_kernel(bound, config=config)(x), x * 2.0)

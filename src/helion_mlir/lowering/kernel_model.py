@@ -307,8 +307,8 @@ class KernelModel:
             origin = self.symbol_origin(expr)
             if is_module_level(origin):
                 self.module_value(expr)  # a compiled kernel checks at each call that it is unchanged
-            if expr in sizes or not is_per_call(origin, params):
-                continue
+            if expr in sizes or not is_per_call(origin, params) or self.config_value(expr) is not None:
+                continue  # a size read from its tensor, or a constant: module-level, or the config's
             name = origin_arg_name(origin)
             while name in taken:
                 name += "_"
@@ -415,6 +415,17 @@ class KernelModel:
     def symbol_origin(self, symbol: sympy.Expr) -> Any:
         entry = self.host_function.expr_to_origin.get(symbol)
         return None if entry is None else entry.origin
+
+    def config_value(self, symbol: sympy.Expr) -> int | None:
+        """The value of a symbol Helion computes from the config (``hl.register_tunable``, or
+        an expression of tunables), or None: a constant of the module, as in Helion's code."""
+        expression = self.bound.env.config_value_expressions.get(symbol)
+        if expression is None:
+            return None
+        tunables = self.bound.config_spec.user_defined_tunables
+        values = {name: fragment.default() for name, fragment in tunables.items()}
+        values.update(self.config.config)
+        return expression.evaluate(helion.Config(**values))
 
 
 _PYTHON_TYPES: dict[type, type] = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}

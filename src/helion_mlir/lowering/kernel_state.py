@@ -192,6 +192,9 @@ class KernelState:
             if tile is not None:
                 return tile.size if tile.size is not None else tile.extent
             return self.block_size(block_id)
+        tuned = self.model.config_value(symbol)
+        if tuned is not None:
+            return tuned
         origin = self.model.symbol_origin(symbol)
         value = self._value_of_origin(origin, symbol)
         if type(origin) not in _TILE_ORIGINS:
