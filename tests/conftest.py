@@ -44,6 +44,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="base seed of the fuzzed configs (default 0: the configs CI checks)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_autotune_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Autotuning results go to, and come from, a directory of the test session's own: the
+    suite never reads or writes the user's Helion cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HELION_CACHE_DIR", str(tmp_path_factory.mktemp("helion-cache")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def parallel_even_when_small() -> Iterator[None]:
     """Tile loops run in parallel whenever that is legal, however small the inputs, so

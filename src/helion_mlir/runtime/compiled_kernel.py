@@ -25,10 +25,11 @@ from ..lru_cache import LRUCache
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from .argument_checks import ArgumentChecks, ReadGuards, describe_value
-from .engine import CompiledFunction, compile_module
+from .engine import compile_module
 from .host_code import HostCode
-from .iree_engine import IreeFunction, compile_with_iree
+from .iree_engine import compile_with_iree
 from .pipelines import Pipeline
+from .tuning.cache import cached_config
 
 __all__ = ["RUNTIMES", "CompiledKernel", "Runtime", "compile_kernel"]
 
@@ -84,13 +85,7 @@ class CompiledKernel:
         # and HELION_MLIR_DUMP files show them.
         self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config, debug_info=True)
         self.emit_seconds = time.perf_counter() - started
-        self.function: CompiledFunction | IreeFunction
-        if self.runtime is Runtime.IREE:
-            self.function = compile_with_iree(self.mlir, self.model.name, output_type=self.output_type)
-        else:
-            self.function = compile_module(self.mlir, self.model.name, output_type=self.output_type,
-                                           pipeline=pipeline, threads=threads, in_place=pipeline is Pipeline.FAST,
-                                           checked=checked)
+        self.function = self._build_function(pipeline, threads)
         self._read_guards = ReadGuards(self.model)
         wanted = {name for arg in self.model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
         self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names)
@@ -101,6 +96,13 @@ class CompiledKernel:
         log.info("compiled kernel %s (%s, %s pipeline%s, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
                  self.runtime.value, pipeline.value, ", checked" if checked else "", threads or "default",
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3)
+
+    def _build_function(self, pipeline: Pipeline, threads: int | None) -> Any:
+        """The native function of :attr:`mlir` (a subclass may compile it elsewhere)."""
+        if self.runtime is Runtime.IREE:
+            return compile_with_iree(self.mlir, self.model.name, output_type=self.output_type)
+        return compile_module(self.mlir, self.model.name, output_type=self.output_type, pipeline=pipeline,
+                              threads=threads, in_place=pipeline is Pipeline.FAST, checked=self.checked)
 
     @property
     def name(self) -> str:
@@ -164,6 +166,11 @@ class CompiledKernel:
         self._checks.check(self._checks.normalize(args, kwargs or {}))
 
 
+def _has_own_config(bound: Any) -> bool:
+    """Whether the bound kernel has a config set, or its kernel one or more configs."""
+    return getattr(bound, "_config", None) is not None or bool(getattr(bound.kernel, "configs", None))
+
+
 def compile_kernel(
     kernel: Any,
     args: tuple[Any, ...] | None = None,
@@ -192,18 +199,31 @@ def compile_kernel(
     slice outside a tensor raises :class:`~helion_mlir.errors.OutOfBoundsAccessError`
     naming the kernel source line, instead of corrupting memory. It costs speed
     (docs/benchmarks.md); it is for hunting a wrong number or a crash.
+
+    A kernel without a config of its own runs Helion's default config, or, with the JIT
+    and the fast pipeline, the config Helion's autotuner cached for it on this machine for
+    these arguments and thread count (``backend="mlir"`` tuning, or ``helion-mlir tune``).
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     runtime = Runtime.parse(runtime)
     pipeline = Pipeline.parse(pipeline) if pipeline is not None else Pipeline.PLAIN if checked else Pipeline.FAST
-    cfg = resolve_config(bound, config)
     threads = pipeline.thread_count(threads)
-    key = (id(bound), repr(cfg), kind, runtime, pipeline, threads, checked)
+    options = (kind, runtime, pipeline, threads, checked)
+    may_use_tuned = (config is None and runtime is Runtime.JIT and pipeline is Pipeline.FAST
+                     and not _has_own_config(bound))
+    if may_use_tuned:  # the tuned config is looked up once per bound kernel
+        cached = _CACHE.get((id(bound), None, *options))
+        if cached is not None and cached.bound is bound:
+            return cached
+        config = cached_config(bound, args, output_type=kind, threads=threads)
+    cfg = resolve_config(bound, config)
+    key = (id(bound), repr(cfg), *options)
     cached = _CACHE.get(key)
-    if cached is not None and cached.bound is bound:  # an id may be reused
-        return cached
-    compiled = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime, pipeline=pipeline, threads=threads,
-                              checked=checked)
-    _CACHE.put(key, compiled)
-    return compiled
+    if cached is None or cached.bound is not bound:  # an id may be reused
+        cached = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime, pipeline=pipeline,
+                                threads=threads, checked=checked)
+        _CACHE.put(key, cached)
+    if may_use_tuned:
+        _CACHE.put((id(bound), None, *options), cached)
+    return cached

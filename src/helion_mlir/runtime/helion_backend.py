@@ -21,12 +21,16 @@ by ``compile_kernel``) instead; for every other backend it calls Helion's method
 Helion keeps the returned callable as the bound kernel's runner, so later calls with the
 same signature go through Helion's own dispatch caches straight to it.
 
-Config. The backend never autotunes: a kernel runs with its config when it has one (the
-first of several, as :func:`helion_mlir.lowering.kernel_model.resolve_config` chooses), otherwise
-with Helion's default config for the bound kernel (``config_spec.default_config()``).
-Timing candidate configs would mean compiling each one through MLIR, and on CPU the block
-sizes only shape the emitted loops, not what the kernel computes (up to the order of
-floating-point sums), so a fixed config keeps the first call fast at little cost.
+Config. Configs are chosen as under Helion's default backend, by Helion's own code: a
+kernel with one config runs it; with several (``configs=[...]``) the fastest is timed; with
+none, Helion's autotuner searches (``autotune_effort`` / ``HELION_AUTOTUNE_EFFORT``:
+``none`` runs the default config, ``quick`` and ``full`` search, ``full`` by default) and
+caches the result on disk, so the next process with the same kernel, arguments and
+machine times nothing. On CPU the search runs through :mod:`helion_mlir.runtime.tuning`:
+candidates compile and run in a worker process that a crashing candidate cannot take this
+process down with, are timed by wall clock there, and vary only the config fields that
+change the emitted module. ``HELION_USE_DEFAULT_CONFIG=1``, the setting Helion replaced by
+``HELION_AUTOTUNE_EFFORT=none``, is still honoured here (with a warning), as it was.
 
 Environment variables, read at each compilation:
 
@@ -47,7 +51,7 @@ import functools
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +62,15 @@ from helion.runtime.config import Config
 from helion.runtime.kernel import BoundKernel
 
 from ..errors import HelionMLIRError
-from ..lowering.kernel_model import resolve_config
 from ..output_type import OutputType
 from .compiled_kernel import CompiledKernel, compile_kernel
+from .tuning.session import CandidateKernel, active_session, cpu_do_bench, cpu_interleaved_bench, tuning
 
 __all__ = [
     "BACKEND_NAME",
     "CHECKED_ENV",
     "DUMP_ENV",
+    "LEGACY_DEFAULT_CONFIG_ENV",
     "OUTPUT_TYPE_ENV",
     "MLIRBackend",
     "checked_from_env",
@@ -81,6 +86,8 @@ OUTPUT_TYPE_ENV = "HELION_MLIR_OUTPUT_TYPE"
 DUMP_ENV = "HELION_MLIR_DUMP"
 CHECKED_ENV = "HELION_MLIR_CHECKED"
 _TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off", ""})
+#: Helion's former switch for "no autotuning" (now ``HELION_AUTOTUNE_EFFORT=none``).
+LEGACY_DEFAULT_CONFIG_ENV = "HELION_USE_DEFAULT_CONFIG"
 
 
 class MLIRBackend(TritonBackend):
@@ -109,13 +116,45 @@ class MLIRBackend(TritonBackend):
         # Nothing is written to Triton's cache, so there is no cache to redirect.
         return None
 
+    # -- autotuning (see helion_mlir.runtime.tuning) ----------------------------------
+
+    def supports_precompile(self) -> bool:
+        # Helion's precompile forks Triton launchers; candidates compile in the JIT worker instead.
+        return False
+
+    def get_do_bench(self) -> Callable[..., float | tuple[float, ...] | list[float]]:
+        return cpu_do_bench
+
+    def get_interleaved_bench(self) -> Callable[..., list[float]]:
+        return cpu_interleaved_bench
+
+    def classify_autotune_exception(self, err: BaseException) -> str | None:
+        # A candidate that does not lower, compile, run or finish in time is one failed
+        # candidate (its reason is logged); Helion's fallback classifier knows only Triton's
+        # messages and would abort the search on anything else.
+        return "warn" if isinstance(err, Exception) else None
+
+    def generated_source_hash(self, compiled_fn: object) -> str | None:
+        return compiled_fn.module_key if isinstance(compiled_fn, CandidateKernel) else None
+
+    def should_deduplicate_generated_sources(self, config_spec: Any) -> bool:
+        # Equal module text, equal compile options: the same native code, timed once.
+        return True
+
     def autotune(
         self, bound_kernel: BoundKernel[Any], args: Sequence[object], *, force: bool = True, **kwargs: object
     ) -> Config:
-        """The kernel's config (or Helion's default): compiling candidates through MLIR to time them is not worth it."""
-        config = resolve_config(bound_kernel)
-        log.info("backend %r does not autotune; kernel %s uses %r", BACKEND_NAME, bound_kernel.kernel.name, config)
-        return config
+        """Helion's autotuning (one config, ``configs=[...]``, or a search) with CPU candidates."""
+        if _legacy_default_config_requested():
+            log.warning("%s is Helion's former spelling of HELION_AUTOTUNE_EFFORT=none; kernel %s runs its "
+                        "default config", LEGACY_DEFAULT_CONFIG_ENV, bound_kernel.kernel.name)
+            return bound_kernel.config_spec.default_config()
+        with tuning(bound_kernel, args, output_type=output_type_from_env(), force=force):
+            return super().autotune(bound_kernel, args, force=force, **kwargs)
+
+
+def _legacy_default_config_requested() -> bool:
+    return os.environ.get(LEGACY_DEFAULT_CONFIG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def output_type_from_env() -> OutputType:
@@ -177,6 +216,9 @@ def _wrap_compile_config() -> None:
     @functools.wraps(helion_compile_config)
     def compile_config(self: BoundKernel[Any], config: Any = None, *, allow_print: bool = True) -> Any:
         if isinstance(self.env.backend, MLIRBackend):
+            session = active_session(self)
+            if session is not None and config is not None:
+                return session.candidate(config)
             return _compile_through_mlir(self, config)
         return helion_compile_config(self, config, allow_print=allow_print)
 

@@ -1,0 +1,169 @@
+"""The JIT worker process: compiles candidate modules, runs them and times them.
+
+Started by :class:`.worker.JITWorker` with :data:`.worker.BOOTSTRAP`, which loads this
+module without the package's ``__init__`` (it imports Helion, which takes seconds and is
+of no use here): this module imports nothing of Helion.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+
+from ...lru_cache import LRUCache
+from ..engine import CompiledFunction, clear_compile_cache, compile_module
+from .protocol import CandidateModule, Signature, receive, send
+from .timing import interleave, measure
+
+__all__ = ["main", "serve"]
+
+#: Compiled candidates the worker keeps; older ones are compiled again when asked for.
+WORKER_FUNCTIONS = 32
+
+
+class _Server:
+    """The worker's state: compiled candidates, and each one's last arguments."""
+
+    def __init__(self) -> None:
+        self.functions: LRUCache[CompiledFunction] = LRUCache(WORKER_FUNCTIONS)
+        self.modules: dict[str, CandidateModule] = {}
+        self.last_args: LRUCache[tuple[Any, ...]] = LRUCache(WORKER_FUNCTIONS)
+        self.inputs: list[torch.Tensor] = []  # recent read-only inputs, shared between candidates
+
+    def function(self, key: str) -> CompiledFunction:
+        found = self.functions.get(key)
+        if found is None:
+            found = self.compile(self.modules[key])
+        return found
+
+    def compile(self, module: CandidateModule) -> CompiledFunction:
+        key = module.key
+        self.modules[key] = module
+        found = self.functions.get(key)
+        if found is None:
+            found = compile_module(module.text, module.func_name, output_type=module.output_type,
+                                   pipeline=module.pipeline, threads=module.threads, in_place=module.in_place)
+            clear_compile_cache()  # the worker's own cache decides what stays compiled
+            self.functions.put(key, found)
+        return found
+
+    def handle(self, message: tuple[Any, ...]) -> Any:
+        kind = message[0]
+        if kind == "compile":
+            fn = self.compile(message[1])
+            return Signature(fn.params, fn.results, fn.held_by)
+        if kind == "run":
+            key, args = message[1], message[2]
+            fn = self.function(key)
+            args = self._share_inputs(fn, args)
+            self.last_args.put(key, args)
+            return fn(*_working_copies(fn, args))
+        if kind == "time":
+            key, warmup_ms, rep_ms = message[1:]
+            call, prepare = self._timed_call(key)
+            return measure(call, prepare=prepare, warmup_ms=warmup_ms, rep_ms=rep_ms)
+        if kind == "interleave":
+            keys, repeat, max_total_ms = message[1:]
+            pairs = [self._timed_call(key) for key in keys]
+            return interleave([c for c, _ in pairs], prepares=[p for _, p in pairs], repeat=repeat,
+                              max_total_ms=max_total_ms)
+        if kind == "forget":
+            self.functions.clear()
+            self.modules.clear()
+            self.last_args.clear()
+            self.inputs.clear()
+            return None
+        raise ValueError(f"unknown request {kind!r}")
+
+    def _share_inputs(self, fn: CompiledFunction, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``args`` with each read-only tensor equal to a recent one replaced by it, so the
+        candidates of one kernel share one copy of its inputs."""
+        written = _written(fn)
+        shared = []
+        for index, value in enumerate(args):
+            if isinstance(value, torch.Tensor) and index not in written:
+                same = next((t for t in self.inputs if _same_tensor(t, value)), None)
+                if same is None:
+                    self.inputs = [value, *self.inputs][:16]
+                else:
+                    value = same
+            shared.append(value)
+        return tuple(shared)
+
+    def _timed_call(self, key: str) -> tuple[Any, Any]:
+        """A call of candidate ``key`` on its last arguments, and the preparation each timed
+        call needs: the written arguments restored, when the function reads what it wrote
+        (two calls in a row leave different values)."""
+        fn = self.function(key)
+        args = self.last_args.get(key)
+        if args is None:
+            raise ValueError(f"candidate {key} has not run yet")
+        working = _working_copies(fn, args)
+        written = sorted(_written(fn))
+
+        def restore() -> None:
+            for index in written:
+                working[index].copy_(args[index])
+
+        def call() -> None:
+            fn(*working)
+
+        restore()
+        call()
+        first = [working[i].clone() for i in written]
+        call()
+        compounding = any(not torch.equal(_bits(before), _bits(working[i])) for before, i in zip(first, written))
+        return call, (restore if compounding else None)
+
+
+def _written(fn: CompiledFunction) -> set[int]:
+    return {held for held in fn.held_by if held is not None}
+
+
+def _working_copies(fn: CompiledFunction, args: tuple[Any, ...]) -> list[Any]:
+    """The arguments with a private copy of each one the function writes."""
+    written = _written(fn)
+    return [a.clone() if i in written and isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as integers of its width, so that equality is bitwise (-0.0 is not 0.0, NaN is NaN)."""
+    bits = _BITS.get(t.dtype.itemsize)
+    return t if bits is None or t.dtype == bits else t.view(bits)
+
+
+def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+            and torch.equal(_bits(a), _bits(b)))
+
+
+def serve(conn: Connection) -> None:
+    """Answer requests until the tuning process closes the pipe."""
+    server = _Server()
+    send(conn, ("ready", os.getpid()))
+    while True:
+        try:
+            message = receive(conn)
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", server.handle(message))
+        except Exception as err:  # noqa: BLE001  (every failure is the candidate's, reported by text)
+            reply = ("error", f"{type(err).__name__}: {err}")
+        try:
+            send(conn, reply)
+        except OSError:
+            return
+
+
+def main(fd: int) -> None:
+    """The worker process's entry point: serve on the pipe end ``fd``."""
+    faulthandler.enable()  # a crash writes the Python stack to stderr, which the tuner quotes
+    serve(Connection(fd))

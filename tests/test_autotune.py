@@ -1,0 +1,345 @@
+"""Helion's autotuner on ``backend="mlir"`` kernels: searches, failures, cache, settings.
+
+Kernels come from tests/kernels/tuning_kernels.py and are tiny; searches use the quick
+effort or a short ``configs=[...]`` list, so the module costs a worker start (a few
+seconds) and a few short searches. Every test has a cache directory of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helion
+import pytest
+import torch
+from kernels import tuning_kernels
+
+from helion_mlir.errors import ExecutionError, HelionMLIRError
+from helion_mlir.output_type import OutputType
+from helion_mlir.runtime import compiled_kernel, helion_backend
+from helion_mlir.runtime.tuning import session as tuning_session
+from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
+from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
+from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
+from helion_mlir.runtime.tuning.protocol import CandidateModule
+from helion_mlir.runtime.tuning.worker import JITWorker
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[JITWorker]:
+    """One JIT worker for the module's tuning runs (each start costs seconds)."""
+    shared = JITWorker()
+    yield shared
+    shared.close()
+
+
+@pytest.fixture(autouse=True)
+def _tuning_setup(worker: JITWorker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tuning_session, "shared_worker", lambda: worker)
+    monkeypatch.setenv("HELION_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("HELION_FORCE_AUTOTUNE", "HELION_SKIP_CACHE", "HELION_AUTOTUNER", helion_backend.LEGACY_DEFAULT_CONFIG_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+def mlir_kernel(fn: Any, **settings: Any) -> helion.Kernel:
+    settings.setdefault("autotune_progress_bar", False)
+    return helion.kernel(fn, backend="mlir", **settings)
+
+
+def vector(n: int, seed: int = 0) -> torch.Tensor:
+    return torch.randn(n, generator=torch.Generator().manual_seed(seed))
+
+
+def tune(kernel: helion.Kernel, args: tuple[Any, ...]) -> tuple[Any, TuningSession]:
+    """Call the kernel (which tunes it); its result and the tuning run."""
+    with observed_sessions() as sessions:
+        result = kernel(*args)
+    (run,) = sessions
+    return result, run
+
+
+# ------------------------------------------------------------------------- searching
+
+
+@pytest.fixture(scope="module")
+def tuned_repeated_copy(worker: JITWorker, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``repeated_copy`` tuned at quick effort once for the module, with its own cache."""
+    cache = tmp_path_factory.mktemp("repeated-copy-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tuning_session, "shared_worker", lambda: worker)
+        patch.setenv("HELION_CACHE_DIR", str(cache))
+        kernel = mlir_kernel(tuning_kernels.repeated_copy, autotune_effort="quick")
+        x = vector(1 << 15)
+        result, run = tune(kernel, (x,))
+        bound = kernel.bind((x,))
+        key = cpu_cache_key(bound, (x,), output_type=OutputType.LINALG_ON_TENSORS, threads=torch.get_num_threads())
+        return {"x": x, "result": result, "run": run, "bound": bound, "cache": cache, "cache_file": cache_path(key)}
+
+
+def test_search_finds_the_one_clearly_faster_choice(tuned_repeated_copy: dict[str, Any]) -> None:
+    x, run, bound = tuned_repeated_copy["x"], tuned_repeated_copy["run"], tuned_repeated_copy["bound"]
+    torch.testing.assert_close(tuned_repeated_copy["result"], x * 2.0)
+    assert bound._config["repeats"] == 1  # the default does the work 64 times
+    assert run.candidates >= 2 and run.timed >= 2
+    assert tuned_repeated_copy["cache_file"].is_file()
+
+
+def test_search_varies_only_fields_that_change_the_module(tuned_repeated_copy: dict[str, Any]) -> None:
+    run, bound = tuned_repeated_copy["run"], tuned_repeated_copy["bound"]
+    default = bound.config_spec.default_config().config
+    varied = {key for config in run.configs for key, value in config.config.items() if default.get(key) != value}
+    assert varied and varied <= TUNED_FIELDS | {"repeats"}
+
+
+def test_second_process_uses_the_cached_config_and_times_nothing(tuned_repeated_copy: dict[str, Any]) -> None:
+    script = textwrap.dedent(
+        """
+        import json, sys, time
+        sys.path.insert(0, sys.argv[1])
+        import helion_mlir, helion, torch
+        from helion_mlir.runtime.tuning.session import observed_sessions
+        from kernels import tuning_kernels
+        x = torch.randn(1 << 15, generator=torch.Generator().manual_seed(0))
+        kernel = helion.kernel(tuning_kernels.repeated_copy, backend="mlir", autotune_effort="quick",
+                               autotune_progress_bar=False)
+        started = time.perf_counter()
+        with observed_sessions() as sessions:
+            out = kernel(x)
+        seconds = time.perf_counter() - started
+        print(json.dumps({
+            "config": dict(kernel.bind((x,))._config.config), "right": bool(torch.equal(out, x * 2.0)),
+            "candidates": sum(s.candidates for s in sessions), "timed": sum(s.timed for s in sessions),
+            "workers": sum(s.worker.started for s in sessions), "seconds": seconds,
+        }))
+        """
+    )
+    env = {**os.environ, "HELION_CACHE_DIR": str(tuned_repeated_copy["cache"])}
+    done = subprocess.run([sys.executable, "-c", script, str(TESTS_DIR)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["right"]
+    assert report["config"] == dict(tuned_repeated_copy["bound"]._config.config)
+    assert (report["candidates"], report["timed"], report["workers"]) == (0, 0, 0)
+
+
+def test_compile_kernel_uses_the_cached_tuned_config(tuned_repeated_copy: dict[str, Any],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELION_CACHE_DIR", str(tuned_repeated_copy["cache"]))
+    x = tuned_repeated_copy["x"]
+    plain = helion.kernel(tuning_kernels.repeated_copy)  # the default backend: compile_kernel still finds it
+    compiled = compiled_kernel.compile_kernel(plain, (x,))
+    assert compiled.config == tuned_repeated_copy["bound"]._config
+    torch.testing.assert_close(compiled(x), x * 2.0)
+    untuned = compiled_kernel.compile_kernel(helion.kernel(tuning_kernels.repeated_copy), (vector(1 << 14),))
+    assert untuned.config["repeats"] == 64  # other shapes were never tuned: Helion's default
+
+
+def test_configs_list_runs_the_fastest(worker: JITWorker) -> None:
+    slow = helion.Config(block_sizes=[256], repeats=64)
+    fast = helion.Config(block_sizes=[256], repeats=1)
+    kernel = mlir_kernel(tuning_kernels.repeated_copy, configs=[slow, fast])
+    x = vector(1 << 14)
+    result, run = tune(kernel, (x,))
+    torch.testing.assert_close(result, x * 2.0)
+    assert kernel.bind((x,))._config == fast and run.timed == 2  # (and the default config ran for the reference)
+
+
+def _with_injected_abort(text: str, func_name: str) -> str:
+    """``text`` with a failing ``cf.assert`` at the entry of ``@func_name``: native code that
+    aborts its process, as a miscompiled candidate could."""
+    head, sep, rest = text.partition(f"func.func @{func_name}(")
+    signature, brace, body = rest.partition("{\n")
+    abort = '    %injected = arith.constant false\n    cf.assert %injected, "injected abort"\n'
+    return head + sep + signature + brace + abort + body
+
+
+def test_candidates_that_fail_to_lower_crash_or_compute_wrong_numbers_are_skipped(
+        worker: JITWorker, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    crashing = helion.Config(block_sizes=[64], scale=1)
+    build = CandidateKernel._build_function
+
+    def build_with_abort(self: CandidateKernel, pipeline: str, threads: int | None) -> Any:
+        if self.config == crashing:
+            self.mlir = _with_injected_abort(self.mlir, self.model.name)
+        return build(self, pipeline, threads)
+
+    monkeypatch.setattr(CandidateKernel, "_build_function", build_with_abort)
+    configs = [
+        helion.Config(block_sizes=[], scale=1),  # no block size for a kernel that tiles one dimension
+        helion.Config(block_sizes=[32], scale=3),  # computes x * 3: the accuracy check rejects it
+        crashing,
+        helion.Config(block_sizes=[128], scale=1),  # the only good candidate
+    ]
+    kernel = mlir_kernel(tuning_kernels.scaled_copy, configs=configs)
+    x = vector(4000)
+    started = worker.started
+    with caplog.at_level("WARNING"):
+        result, run = tune(kernel, (x,))
+    torch.testing.assert_close(result, x)
+    assert kernel.bind((x,))._config == configs[3]
+    assert run.failures == 1 and "block size" in caplog.text  # the lowering's reason is logged
+    assert worker.started > started  # the abort ended a worker, not this process
+
+
+def test_in_place_kernel_is_timed_from_fresh_copies(worker: JITWorker) -> None:
+    kernel = mlir_kernel(tuning_kernels.add_in_place, configs=[helion.Config(block_sizes=[8, 8]),
+                                                               helion.Config(block_sizes=[16, 16])])
+    x, y = torch.ones(16, 16), torch.ones(16, 16)
+    result, run = tune(kernel, (x, y))
+    assert result is x and torch.equal(x, torch.full((16, 16), 2.0))  # updated once, by the call itself
+    assert run.timed == 2
+
+
+def test_candidates_with_the_same_module_are_compiled_and_timed_once(worker: JITWorker) -> None:
+    # A config list written for GPUs: the two differ in num_warps only, which a CPU ignores.
+    configs = [helion.Config(block_sizes=[8, 8], num_warps=4), helion.Config(block_sizes=[8, 8], num_warps=8)]
+    kernel = mlir_kernel(tuning_kernels.add_rows, configs=configs)
+    x, y = torch.randn(32, 16), torch.randn(32, 16)
+    result, run = tune(kernel, (x, y))
+    torch.testing.assert_close(result, x + y)
+    keys = {c.config: c.module_key for c in run.kernels}
+    assert keys[configs[0]] == keys[configs[1]] and run.timed == 1
+
+
+# ------------------------------------------------------------------- settings and API
+
+
+def test_effort_none_runs_the_default_config_without_tuning(worker: JITWorker) -> None:
+    started = worker.started
+    kernel = mlir_kernel(tuning_kernels.repeated_copy, autotune_effort="none")
+    x = vector(100)
+    torch.testing.assert_close(kernel(x), x * 2.0)
+    assert kernel.bind((x,))._config["repeats"] == 64
+    assert worker.started == started
+
+
+def test_effort_environment_variable_is_read_when_the_kernel_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELION_AUTOTUNE_EFFORT", "none")
+    kernel = mlir_kernel(tuning_kernels.repeated_copy)
+    x = vector(100)
+    with observed_sessions() as sessions:
+        kernel(x)
+    assert kernel.settings.autotune_effort == "none"
+    assert sum(s.candidates for s in sessions) == 0
+
+
+def test_legacy_use_default_config_variable_skips_tuning(monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv(helion_backend.LEGACY_DEFAULT_CONFIG_ENV, "1")
+    kernel = mlir_kernel(tuning_kernels.repeated_copy, autotune_effort="quick")
+    x = vector(100)
+    with caplog.at_level("WARNING"), observed_sessions() as sessions:
+        torch.testing.assert_close(kernel(x), x * 2.0)
+    assert sessions == [] and kernel.bind((x,))._config["repeats"] == 64
+    assert "HELION_AUTOTUNE_EFFORT=none" in caplog.text
+
+
+@pytest.mark.parametrize(("effort", "generations", "strategy"), [("quick", 5, "from_best_available"),
+                                                                  ("full", 20, "from_random")])
+def test_each_effort_configures_helions_search_with_its_profile(effort: str, generations: int,
+                                                                strategy: str, worker: JITWorker) -> None:
+    kernel = mlir_kernel(tuning_kernels.add_rows, autotune_effort=effort)
+    args = (torch.randn(8, 8), torch.randn(8, 8))
+    bound = kernel.bind(args)
+    with tuning_session.tuning(bound, args, output_type=OutputType.LINALG_ON_TENSORS, force=False) as run:
+        tuner = bound.settings.autotuner_fn(bound, args)
+        assert bound.settings.autotune_config_overrides["num_warps"] == 4  # pinned while tuning
+    search = tuner.autotuner
+    assert type(search).__name__ == "LFBOTreeSearch" and type(tuner).__name__ == "CPUAutotuneCache"
+    assert (search.max_generations, search.initial_population_strategy.value) == (generations, strategy)
+    assert run.candidates == 0 and not bound.settings.autotune_config_overrides  # restored afterwards
+
+
+def test_helion_autotuner_variable_chooses_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HELION_AUTOTUNER", "PatternSearch")
+    kernel = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick")
+    args = (torch.randn(8, 8), torch.randn(8, 8))
+    bound = kernel.bind(args)
+    with tuning_session.tuning(bound, args, output_type=OutputType.LINALG_ON_TENSORS, force=False):
+        assert type(bound.settings.autotuner_fn(bound, args).autotuner).__name__ == "PatternSearch"
+
+
+def test_kernel_autotune_tunes_and_force_ignores_the_cache(worker: JITWorker) -> None:
+    configs = [helion.Config(block_sizes=[256], repeats=64), helion.Config(block_sizes=[256], repeats=1)]
+    kernel = mlir_kernel(tuning_kernels.repeated_copy, configs=configs)
+    x = vector(1 << 14)
+    with observed_sessions() as sessions:
+        best = kernel.autotune((x,), force=False)
+    assert best == configs[1] and sessions[0].timed == 2
+    torch.testing.assert_close(kernel(x), x * 2.0)
+
+
+def test_unsupported_cache_class_names_the_setting() -> None:
+    kernel = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick", autotune_cache="RemoteAutotuneCache")
+    with pytest.raises(HelionMLIRError, match="HELION_AUTOTUNE_CACHE='RemoteAutotuneCache'"):
+        kernel(torch.randn(8, 8), torch.randn(8, 8))
+
+
+# --------------------------------------------------------------------- the worker
+
+
+def _module(name: str, body: str) -> CandidateModule:
+    text = f"func.func @{name}(%arg0: tensor<4xf32>) -> tensor<4xf32> {{\n{body}\n}}\n"
+    return CandidateModule(text, name, OutputType.LINALG_ON_TENSORS, "fast", 1, True)
+
+
+DOUBLE = _module("double", """
+  %e = tensor.empty() : tensor<4xf32>
+  %0 = linalg.add ins(%arg0, %arg0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>""")
+
+ABORT = _module("boom", """
+  %false = arith.constant false
+  cf.assert %false, "candidate aborts"
+  return %arg0 : tensor<4xf32>""")
+
+SPIN = _module("spin", """
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f32
+  %r = scf.while (%t = %arg0) : (tensor<4xf32>) -> tensor<4xf32> {
+    %v = tensor.extract %t[%c0] : tensor<4xf32>
+    %go = arith.cmpf oge, %v, %v : f32
+    scf.condition(%go) %t : tensor<4xf32>
+  } do {
+  ^bb0(%t: tensor<4xf32>):
+    %v = tensor.extract %t[%c0] : tensor<4xf32>
+    %w = arith.addf %v, %one : f32
+    %n = tensor.insert %w into %t[%c0] : tensor<4xf32>
+    scf.yield %n : tensor<4xf32>
+  }
+  return %r : tensor<4xf32>""")
+
+
+def test_worker_abort_fails_the_run_and_a_new_worker_takes_over(worker: JITWorker) -> None:
+    x = torch.arange(4.0)
+    aborting = worker.compile(ABORT)
+    started = worker.started
+    with pytest.raises(ExecutionError, match="killed by SIGABRT while running @boom"):
+        aborting(x)
+    (doubled,) = worker.compile(DOUBLE)(x)
+    assert torch.equal(doubled, x * 2) and worker.started == started + 1
+
+
+def test_worker_abandons_a_run_past_its_time_limit(worker: JITWorker, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "run_timeout", 2.0)
+    spinning = worker.compile(SPIN)
+    with pytest.raises(ExecutionError, match="running @spin took longer than 2 s"):
+        spinning(torch.zeros(4))
+    (doubled,) = worker.compile(DOUBLE)(torch.ones(4))
+    assert torch.equal(doubled, torch.full((4,), 2.0))
+
+
+def test_worker_reports_a_compile_failure_with_its_reason(worker: JITWorker) -> None:
+    broken = _module("broken", "  return %undefined : tensor<4xf32>")
+    with pytest.raises(ExecutionError, match="compiling @broken in the JIT worker failed: MLIRVerificationError: .* does not verify"):
+        worker.compile(broken)
