@@ -30,6 +30,7 @@ from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
 from helion_mlir.runtime.tuning.protocol import CandidateModule
 from helion_mlir.runtime.tuning.worker import JITWorker
+from helion_mlir_cli import main
 
 TESTS_DIR = Path(__file__).resolve().parent
 

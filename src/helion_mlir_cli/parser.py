@@ -97,6 +97,21 @@ output type (it is lowered four times).
 
 {ARGS_HELP}"""
 
+TUNE_EPILOG = f"""\
+examples:
+  helion-mlir tune examples/matmul.py --args 'f32[1024,1024], f32[1024,1024]'
+  helion-mlir tune examples/softmax_two_pass.py --args 'f32[4096,1024]' --effort full
+  helion-mlir tune kernels.py:rms_norm --args 'f32[2048,4096], f32[4096], 1e-5' --force
+
+The search is Helion's (HELION_AUTOTUNER, HELION_AUTOTUNE_* variables apply); its result
+is cached where Helion caches results (HELION_CACHE_DIR), for this CPU, these argument
+shapes and the thread count (torch.get_num_threads(), e.g. OMP_NUM_THREADS). A kernel
+without a config of its own then runs the tuned config under backend="mlir" and in
+compile_kernel, without tuning again. --config sets the config the tuned one is compared
+with (default: Helion's default config).
+
+{ARGS_HELP}"""
+
 PIPELINE_EPILOG = f"""\
 examples:
   helion-mlir pipeline
@@ -114,6 +129,7 @@ examples:
   helion-mlir emit examples/add.py --args 'f32[128,256], f32[128,256]' -t tosa
   helion-mlir run examples/add.py --args 'f32[128,256], f32[128,256]'
   helion-mlir check examples/ --run
+  helion-mlir tune examples/matmul.py --args 'f32[1024,1024], f32[1024,1024]'
   helion-mlir ops examples/add.py
   helion-mlir pipeline
 
@@ -222,6 +238,16 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--shape", choices=("divisible", "ragged"), default="divisible",
                        help="the shape kind passed to make_args and make_kwargs (default: divisible)")
     add_tolerance_arguments(check)
+
+    tune = commands.add_parser("tune", help="find a kernel's best config for this CPU with Helion's autotuner",
+                               parents=[common], epilog=TUNE_EPILOG, formatter_class=raw,
+                               description="Autotune one kernel as backend=\"mlir\" does, cache the result, and "
+                                           "time it against the default config and torch eager.")
+    add_kernel_arguments(tune)
+    add_output_type(tune)
+    tune.add_argument("--effort", choices=("quick", "full"), default="quick",
+                      help="Helion's autotune effort (default: quick)")
+    tune.add_argument("--force", action="store_true", help="search even when a result is cached")
 
     ops = commands.add_parser("ops", help="list the ops that lower, per output type (of one kernel, or all)",
                               parents=[common], epilog=OPS_EPILOG, formatter_class=raw,

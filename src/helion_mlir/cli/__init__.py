@@ -22,6 +22,7 @@ from .emit import emit_command
 from .ops import ops_command
 from .pipeline import pipeline_command
 from .run import run_command
+from .tune import tune_command
 
 __all__ = ["execute"]
 
@@ -31,6 +32,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": check_command,
     "ops": ops_command,
     "pipeline": pipeline_command,
+    "tune": tune_command,
 }
 
 
