@@ -344,3 +344,38 @@ def test_worker_reports_a_compile_failure_with_its_reason(worker: JITWorker) -> 
     broken = _module("broken", "  return %undefined : tensor<4xf32>")
     with pytest.raises(ExecutionError, match="compiling @broken in the JIT worker failed: MLIRVerificationError: .* does not verify"):
         worker.compile(broken)
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_tune_command_prints_the_best_config_times_and_cache_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "kernels_to_tune.py"
+    source.write_text(textwrap.dedent(
+        """
+        import helion
+        import helion.language as hl
+        import torch
+
+
+        @helion.kernel(config=helion.Config(block_sizes=[8]))  # tuning ignores the file's config
+        def double(x: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            for tile in hl.tile(x.size(0)):
+                out[tile] = x[tile] * 2.0
+            return out
+
+
+        def reference(x: torch.Tensor) -> torch.Tensor:
+            return x * 2.0
+        """
+    ))
+    argv = ["tune", f"{source}:double", "--args", "f32[3000]"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert "searched " in first and "best config: helion.Config(" in first
+    assert "tuned " in first and "default config " in first and "torch eager " in first
+    cache_file = first.split("cached in: ")[1].split()[0]
+    assert Path(cache_file).is_file()
+    assert main(argv) == 0
+    assert "cached result: nothing compiled or timed" in capsys.readouterr().out

@@ -9,7 +9,6 @@ against each other in this process, by the same wall-clock timer the tuner uses.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +18,6 @@ import torch
 
 from ..output_type import OutputType
 from ..runtime.compiled_kernel import compile_kernel
-from ..runtime.helion_backend import OUTPUT_TYPE_ENV
 from ..runtime.tuning.timing import interleave
 from ..runtime.tuning.tune import TuneResult, tune
 from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError, stage
@@ -36,7 +34,6 @@ COMPARISON_MS = 3000.0
 def tune_command(options: argparse.Namespace) -> int:
     target = load_target(options)
     output_type = OutputType.parse(options.output_type)
-    os.environ[OUTPUT_TYPE_ENV] = output_type.value  # what the mlir backend lowers to while it tunes
     print(f"kernel {target.name} ({target.path}), output type {output_type}, effort {options.effort}")
     print(f"args: {target.describe_args()}", flush=True)
     try:

@@ -47,11 +47,13 @@ Environment variables, read at each compilation:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +78,7 @@ __all__ = [
     "checked_from_env",
     "dump_path",
     "install",
+    "lowering_to",
     "output_type_from_env",
 ]
 
@@ -157,8 +160,27 @@ def _legacy_default_config_requested() -> bool:
     return os.environ.get(LEGACY_DEFAULT_CONFIG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
+_OUTPUT_TYPE: contextvars.ContextVar[OutputType | None] = contextvars.ContextVar("helion_mlir_output_type",
+                                                                               default=None)
+
+
+@contextlib.contextmanager
+def lowering_to(output_type: OutputType) -> Iterator[None]:
+    """Inside the block, the backend lowers ATen ops to ``output_type`` whatever
+    ``HELION_MLIR_OUTPUT_TYPE`` says (for callers such as ``helion-mlir tune -t``)."""
+    token = _OUTPUT_TYPE.set(output_type)
+    try:
+        yield
+    finally:
+        _OUTPUT_TYPE.reset(token)
+
+
 def output_type_from_env() -> OutputType:
-    """The output type ``HELION_MLIR_OUTPUT_TYPE`` asks for (linalg-on-tensors when unset)."""
+    """The output type ``HELION_MLIR_OUTPUT_TYPE`` asks for (linalg-on-tensors when unset),
+    unless :func:`lowering_to` chose one."""
+    chosen = _OUTPUT_TYPE.get()
+    if chosen is not None:
+        return chosen
     value = os.environ.get(OUTPUT_TYPE_ENV, "").strip()
     if not value:
         return OutputType.LINALG_ON_TENSORS

@@ -16,6 +16,7 @@ import helion
 import torch
 
 from ...output_type import OutputType
+from ..helion_backend import lowering_to
 from .cache import BACKEND, CPUAutotuneCache, cache_class_for, cache_path, cpu_cache_key
 from .session import observed_sessions
 
@@ -45,11 +46,8 @@ def tuning_twin(kernel: helion.Kernel, effort: str) -> helion.Kernel:
 
 def tune(kernel: helion.Kernel, args: Sequence[object], *, effort: str = "quick", force: bool = False,
          output_type: OutputType = OutputType.LINALG_ON_TENSORS) -> TuneResult:
-    """Tune ``kernel`` for ``args`` (``force``: even when a result is cached).
-
-    ``output_type`` must be the one the ``mlir`` backend lowers to
-    (``HELION_MLIR_OUTPUT_TYPE``), which it reads when it tunes.
-    """
+    """Tune ``kernel`` for ``args`` (``force``: even when a result is cached), lowering ATen
+    ops to ``output_type``."""
     twin = tuning_twin(kernel, effort)
     args = tuple(args)
     bound = twin.bind(args)
@@ -58,7 +56,7 @@ def tune(kernel: helion.Kernel, args: Sequence[object], *, effort: str = "quick"
                                                         threads=max(1, torch.get_num_threads()))
     key = cpu_cache_key(bound, args, output_type=output_type, threads=cache_cls.threads, strict=cache_cls.strict,
                         best_of_k=settings.autotune_best_of_k, search_acf=settings.autotune_search_acf)
-    with observed_sessions() as sessions:
+    with lowering_to(output_type), observed_sessions() as sessions:
         config = bound.autotune(args, force=force)
     candidates = sum(s.candidates for s in sessions)
     timed = sum(s.timed for s in sessions)
