@@ -255,10 +255,13 @@ def test_each_effort_configures_helions_search_with_its_profile(effort: str, gen
     with tuning_session.tuning(bound, args, output_type=OutputType.LINALG_ON_TENSORS, force=False) as run:
         tuner = bound.settings.autotuner_fn(bound, args)
         assert bound.settings.autotune_config_overrides["num_warps"] == 4  # pinned while tuning
+        budget = bound.settings.autotune_budget_seconds
+    assert budget == (tuning_session.QUICK_BUDGET_SECONDS if effort == "quick" else None)
     search = tuner.autotuner
     assert type(search).__name__ == "LFBOTreeSearch" and type(tuner).__name__ == "CPUAutotuneCache"
     assert (search.max_generations, search.initial_population_strategy.value) == (generations, strategy)
     assert run.candidates == 0 and not bound.settings.autotune_config_overrides  # restored afterwards
+    assert bound.settings.autotune_budget_seconds is None
 
 
 def test_helion_autotuner_variable_chooses_the_search(monkeypatch: pytest.MonkeyPatch) -> None:

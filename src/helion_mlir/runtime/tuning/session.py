@@ -7,6 +7,7 @@
   in the JIT worker (:mod:`.worker`); a candidate that crashes or hangs there is skipped
   with the reason, the tuning process is untouched;
 * the fields that cannot change the CPU code are pinned (:mod:`.search_space`);
+* a quick search has a time budget (:data:`QUICK_BUDGET_SECONDS`) unless one is set;
 * Helion's default autotuner (``HELION_AUTOTUNER``, the effort's profile) is wrapped in
   the CPU variant of the local cache chosen by ``HELION_AUTOTUNE_CACHE`` (:mod:`.cache`).
 
@@ -54,6 +55,12 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: ``autotune_budget_seconds`` of a quick search unless the user sets one (as Helion's CuTe
+#: and Metal backends bound their non-full searches): on CPU a candidate costs tenths of a
+#: second to compile and its runs are slower than a GPU's, so Helion's quick profile alone
+#: can take minutes on a large kernel.
+QUICK_BUDGET_SECONDS = 45
 
 
 class CandidateKernel(CompiledKernel):
@@ -194,7 +201,8 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
         observers.append(session)
     started = time.perf_counter()
     settings = bound.settings
-    saved = {name: getattr(settings, name) for name in ("autotune_config_overrides", "autotuner_fn")}
+    saved = {name: getattr(settings, name)
+             for name in ("autotune_config_overrides", "autotuner_fn", "autotune_budget_seconds")}
     session.worker.compile_timeout = float(settings.autotune_compile_timeout)
     session.worker.run_timeout = float(settings.autotune_benchmark_timeout)
     if _expects_candidates(bound, args, force=force, output_type=output_type, threads=threads):
@@ -202,6 +210,8 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
     settings.autotune_config_overrides = cpu_config_overrides(bound, saved["autotune_config_overrides"])
     if saved["autotuner_fn"] is default_autotuner_fn:
         settings.autotuner_fn = _cpu_autotuner_fn(session)
+    if settings.autotune_budget_seconds is None and settings.autotune_effort == "quick":
+        settings.autotune_budget_seconds = QUICK_BUDGET_SECONDS
     token = _ACTIVE.set(session)
     session.worker.timed.clear()
     try:
