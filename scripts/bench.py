@@ -13,6 +13,9 @@
 * CPU execution at realistic sizes against torch eager, the fast pipeline's targets
   (``scripts/exec_costs.py``, in a process of its own); ``--only execution`` measures just
   that and replaces its section in the existing document.
+* Autotuning on CPU (``scripts/tune_costs.py``, in a process of its own): only with
+  ``--only tuning``, which takes one to two hours (a full-effort search per kernel); the
+  other runs keep the section the document has.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 DOC = ROOT / "docs" / "benchmarks.md"
 
 from exec_costs import render_execution  # noqa: E402  (needs the paths above)
+from tune_costs import SECTION as TUNING_SECTION  # noqa: E402
+from tune_costs import render_tuning  # noqa: E402
 
 
 def _subprocess_json(code: str) -> object:
@@ -52,13 +57,30 @@ def import_costs() -> list[dict]:
     return _subprocess_json(code)  # type: ignore[return-value]
 
 
-def execution_costs() -> dict:
+def _measured_in_own_process(module: str, function: str) -> dict:
+    """``module.function()``'s data, measured in a process of its own (it sets torch's threads)."""
     code = (
         "import json, sys; sys.path[:0] = ['scripts', 'tests']\n"
-        "import helion_mlir\nfrom exec_costs import measure_execution\n"
-        "print(json.dumps(measure_execution()))"
+        f"import helion_mlir\nfrom {module} import {function}\n"
+        f"print(json.dumps({function}()))"
     )
     return _subprocess_json(code)  # type: ignore[return-value]
+
+
+def execution_costs() -> dict:
+    return _measured_in_own_process("exec_costs", "measure_execution")
+
+
+def tuning_costs() -> dict:
+    return _measured_in_own_process("tune_costs", "measure_tuning")
+
+
+def section_of(document: str, title: str) -> str | None:
+    """The section of ``document`` titled ``title`` (up to the next ``## ``), or None."""
+    if title not in document:
+        return None
+    after = document.split(title, 1)[1]
+    return title + after.split("\n## ", 1)[0].rstrip("\n") + "\n"
 
 
 def replace_section(document: str, section: str) -> str:
@@ -315,9 +337,15 @@ def render(imports: list[dict], rows: list[dict], all_seconds: float, first: dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=DOC)
-    parser.add_argument("--only", choices=["execution"],
+    parser.add_argument("--only", choices=["execution", "tuning"],
                         help="measure only this section and replace it in the existing output")
     options = parser.parse_args()
+    if options.only == "tuning":
+        print("measuring autotuning (quick, full and a sweep per kernel: one to two hours)...", file=sys.stderr)
+        tuning = render_tuning(tuning_costs())
+        options.output.write_text(replace_section(options.output.read_text(), tuning))
+        print(f"updated {options.output}", file=sys.stderr)
+        return
     print("measuring execution at realistic sizes...", file=sys.stderr)
     execution = render_execution(execution_costs())
     if options.only == "execution":
@@ -334,7 +362,11 @@ def main() -> None:
     sharing = shared_against_cleared_caches()
     print("measuring emission and execution of every example...", file=sys.stderr)
     rows, all_seconds = emission_and_execution()
-    options.output.write_text(replace_section(render(imports, rows, all_seconds, first, sharing, memory), execution))
+    document = replace_section(render(imports, rows, all_seconds, first, sharing, memory), execution)
+    kept = section_of(options.output.read_text(), TUNING_SECTION) if options.output.exists() else None
+    if kept is not None:
+        document = replace_section(document, kept)
+    options.output.write_text(document)
     print(f"wrote {options.output}", file=sys.stderr)
 
 
