@@ -25,6 +25,7 @@ from helion_mlir.errors import ExecutionError, HelionMLIRError
 from helion_mlir.output_type import OutputType
 from helion_mlir.runtime import compiled_kernel, helion_backend
 from helion_mlir.runtime.tuning import session as tuning_session
+from helion_mlir.runtime.tuning import worker as worker_module
 from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
 from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
@@ -382,3 +383,20 @@ def test_tune_command_prints_the_best_config_times_and_cache_file(tmp_path: Path
     assert Path(cache_file).is_file()
     assert main(argv) == 0
     assert "cached result: nothing compiled or timed" in capsys.readouterr().out
+
+
+def test_an_interrupted_request_does_not_leave_its_answer_to_the_next(worker: JITWorker,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    doubling = worker.compile(DOUBLE)
+    doubling(torch.ones(4))
+    real_receive = worker_module.receive
+
+    def interrupted(conn: Any) -> Any:
+        monkeypatch.setattr(worker_module, "receive", real_receive)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(worker_module, "receive", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        doubling(torch.full((4,), 5.0))  # its answer is never read
+    (result,) = doubling(torch.full((4,), 3.0))
+    assert torch.equal(result, torch.full((4,), 6.0))

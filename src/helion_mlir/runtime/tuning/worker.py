@@ -325,6 +325,9 @@ class JITWorker:
             send(self._conn, message)
         except OSError:
             raise self._died(what) from None
+        except BaseException:  # interrupted mid-message: the stream is out of step
+            self._discard_locked()
+            raise
 
     def _await(self, timeout: float, what: str) -> tuple[str, Any]:
         assert self._conn is not None
@@ -340,6 +343,11 @@ class JITWorker:
             reply = receive(self._conn)
         except (EOFError, OSError):
             raise self._died(what) from None
+        except ExecutionError:
+            raise
+        except BaseException:  # interrupted (Ctrl-C) while the worker works: its answer would come
+            self._discard_locked()  # to the next request, so this worker is not used again
+            raise
         log.debug("%s: %s after %.0f ms", what, reply[0], (time.perf_counter() - started) * 1e3)
         return reply
 
