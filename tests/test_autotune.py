@@ -28,6 +28,7 @@ from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning import worker as worker_module
 from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
 from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
+from helion_mlir.runtime.tuning.seeds import SEED_TILES
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
 from helion_mlir.runtime.tuning.protocol import CandidateModule
 from helion_mlir.runtime.tuning.worker import JITWorker
@@ -100,6 +101,17 @@ def test_search_varies_only_fields_that_change_the_module(tuned_repeated_copy: d
     default = bound.config_spec.default_config().config
     varied = {key for config in run.configs for key, value in config.config.items() if default.get(key) != value}
     assert varied and varied <= TUNED_FIELDS | {"repeats"}
+
+
+def test_search_starts_from_the_cpu_seeds_which_are_not_the_default(tuned_repeated_copy: dict[str, Any]) -> None:
+    bound = tuned_repeated_copy["bound"]
+    assert bound.config_spec.compiler_seed_configs == [helion.Config(block_sizes=[tile]) for tile in SEED_TILES]
+    tried = [config["block_sizes"] for config in tuned_repeated_copy["run"].configs]
+    assert all([tile] in tried for tile in SEED_TILES)
+    args = (torch.randn(64, 256), torch.randn(64, 256))
+    ours = mlir_kernel(tuning_kernels.add_rows).bind(args).config_spec.default_config()
+    helions = helion.kernel(tuning_kernels.add_rows).bind(args).config_spec.default_config()
+    assert ours["block_sizes"] == helions["block_sizes"]
 
 
 def test_second_process_uses_the_cached_config_and_times_nothing(tuned_repeated_copy: dict[str, Any]) -> None:

@@ -66,6 +66,7 @@ from helion.runtime.kernel import BoundKernel
 from ..errors import HelionMLIRError
 from ..output_type import OutputType
 from .compiled_kernel import CompiledKernel, compile_kernel
+from .tuning import seeds
 from .tuning.session import CandidateKernel, active_session, cpu_do_bench, cpu_interleaved_bench, tuning
 
 __all__ = [
@@ -249,9 +250,11 @@ def _wrap_compile_config() -> None:
 
 
 def install() -> None:
-    """Register the ``"mlir"`` backend with Helion and route its compilations here (idempotent)."""
+    """Register the ``"mlir"`` backend (and its CPU seed configs, :mod:`.tuning.seeds`) with
+    Helion and route its compilations here (idempotent)."""
     if BACKEND_NAME not in list_backends():
         register_compiler_backend(MLIRBackend)
+    seeds.install()
     _wrap_compile_config()
 
 

@@ -5,7 +5,8 @@ package supplies what a CPU needs from the backend's extension points: candidate
 compiled and run in a separate worker process (:mod:`.worker`, :mod:`.worker_process`,
 :mod:`.protocol`), so that a candidate whose JIT-compiled code crashes cannot take the
 tuning process down; wall-clock timing made for a shared, noisy CPU (:mod:`.timing`); a
-search space without the GPU-only knobs (:mod:`.search_space`); a cache key naming the
-CPU and the thread count (:mod:`.cache`); the tuning session that routes Helion's
-compilations and timings (:mod:`.session`); and :func:`.tune.tune` for the command line.
+search space without the GPU-only knobs (:mod:`.search_space`) and starting points for
+CPU tiles (:mod:`.seeds`); a cache key naming the CPU and the thread count
+(:mod:`.cache`); the tuning session that routes Helion's compilations and timings
+(:mod:`.session`); and :func:`.tune.tune` for the command line.
 """
