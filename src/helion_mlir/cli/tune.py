@@ -48,13 +48,14 @@ def tune_command(options: argparse.Namespace) -> int:
         failed = f", {result.failures} did not compile" if result.failures else ""
         print(f"searched {result.candidates} configs ({result.timed} distinct modules timed{failed}) "
               f"in {result.seconds:.1f} s")
-    print(f"best config: {_decorator_config(result.config)}")
+    print(f"best config: {_decorator_config(result.config.minimize(result.bound.config_spec))}")
     _print_comparison(target, result, output_type)
     print(f"cached in: {result.cache_file}")
     return EXIT_OK
 
 
 def _decorator_config(config: helion.Config) -> str:
+    """What to write in ``@helion.kernel(config=...)`` (the fields that differ from the default)."""
     fields = ", ".join(f"{k}={v!r}" for k, v in sorted(config.config.items()))
     return f"helion.Config({fields})"
 

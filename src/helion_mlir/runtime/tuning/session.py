@@ -39,9 +39,9 @@ from ...errors import HelionMLIRError
 from ...output_type import OutputType
 from ..compiled_kernel import CompiledKernel
 from .cache import cache_class_for, cached_config
+from .protocol import CandidateModule
 from .search_space import cpu_config_overrides
 from .timing import interleave, measure, summarize
-from .protocol import CandidateModule
 from .worker import JITWorker, RemoteFunction, collecting, recorded_calls, shared_worker
 
 __all__ = [

@@ -23,6 +23,9 @@ __all__ = ["main", "serve"]
 
 #: Compiled candidates the worker keeps; older ones are compiled again when asked for.
 WORKER_FUNCTIONS = 32
+#: Candidates whose last arguments the worker keeps for timing (Helion re-times at most ten
+#: finalists together).
+WORKER_ARGUMENTS = 16
 
 
 class _Server:
@@ -31,7 +34,7 @@ class _Server:
     def __init__(self) -> None:
         self.functions: LRUCache[CompiledFunction] = LRUCache(WORKER_FUNCTIONS)
         self.modules: dict[str, CandidateModule] = {}
-        self.last_args: LRUCache[tuple[Any, ...]] = LRUCache(WORKER_FUNCTIONS)
+        self.last_args: LRUCache[tuple[Any, ...]] = LRUCache(WORKER_ARGUMENTS)
         self.inputs: list[torch.Tensor] = []  # recent read-only inputs, shared between candidates
 
     def function(self, key: str) -> CompiledFunction:
