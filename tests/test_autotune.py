@@ -27,14 +27,17 @@ from helion_mlir.runtime import compiled_kernel, helion_backend
 from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning import worker as worker_module
 from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
+from helion_mlir.runtime.tuning.protocol import CandidateModule
 from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
 from helion_mlir.runtime.tuning.seeds import SEED_TILES
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
-from helion_mlir.runtime.tuning.protocol import CandidateModule
 from helion_mlir.runtime.tuning.worker import JITWorker
 from helion_mlir_cli import main
 
 TESTS_DIR = Path(__file__).resolve().parent
+
+# One test process runs the module: one JIT worker start, one tuning of the shared fixture.
+pytestmark = pytest.mark.xdist_group("autotune")
 
 
 @pytest.fixture(scope="module")
