@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from .errors import HelionMLIRError
+from .front_end_lock import FRONT_END_LOCK
 from .importer.node_importer import TorchMLIRNodeImporter
 from .inliner.builder import MLIRBuilder
 from .inliner.lexer import strip_locations
@@ -34,7 +35,10 @@ log = logging.getLogger(__name__)
 
 
 def bind_kernel(kernel: Any, args: tuple[Any, ...] | None = None) -> Any:
-    """A bound kernel from either a bound kernel or a ``helion.Kernel`` plus example args."""
+    """A bound kernel from either a bound kernel or a ``helion.Kernel`` plus example args.
+
+    Binds under the front-end lock: Helion's bind is not safe in two threads at once
+    (:mod:`helion_mlir.front_end_lock`)."""
     if hasattr(kernel, "host_function") and hasattr(kernel, "env"):
         if args is not None:
             raise HelionMLIRError("pass example args only with an unbound helion.Kernel")
@@ -42,7 +46,8 @@ def bind_kernel(kernel: Any, args: tuple[Any, ...] | None = None) -> Any:
     if hasattr(kernel, "bind"):
         if args is None:
             raise HelionMLIRError("an unbound helion.Kernel needs example args: generate_mlir(kernel, args)")
-        return kernel.bind(tuple(args))
+        with FRONT_END_LOCK:
+            return kernel.bind(tuple(args))
     raise HelionMLIRError(f"expected a helion.Kernel or a BoundKernel, got {type(kernel).__name__}")
 
 
@@ -83,17 +88,18 @@ def emit_unverified(
     """The emission step of :func:`generate_mlir` without verification (for batch reports,
     which tell emission failures from verification failures). Never return its text to users."""
     output_type = OutputType.parse(output_type)
-    bound = bind_kernel(bound_kernel, args)
-    model = KernelModel(bound, config)
-    builder = MLIRBuilder()
-    visitor = IRVisitor(model, builder, TorchMLIRNodeImporter(output_type))
-    with model.helion_env():
-        try:
-            _emit_function(visitor)
-        except HelionMLIRError:
-            visitor.deferred.check()  # an earlier ATen node's failure comes first
-            raise
-        visitor.deferred.flush()
+    with FRONT_END_LOCK:  # the bound kernel's fake tensors and compile environment are shared
+        bound = bind_kernel(bound_kernel, args)
+        model = KernelModel(bound, config)
+        builder = MLIRBuilder()
+        visitor = IRVisitor(model, builder, TorchMLIRNodeImporter(output_type))
+        with model.helion_env():
+            try:
+                _emit_function(visitor)
+            except HelionMLIRError:
+                visitor.deferred.check()  # an earlier ATen node's failure comes first
+                raise
+            visitor.deferred.flush()
     return model, builder.render()
 
 

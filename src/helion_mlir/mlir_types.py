@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .errors import HelionMLIRError
 
@@ -138,7 +139,8 @@ def scalar_type_of_python(value: object) -> str:
 # ---------------------------------------------------------------------------- literals
 # (exponent bits, stored mantissa bits) of the float types.
 _FLOAT_FORMATS: dict[str, tuple[int, int]] = {"f64": (11, 52), "f32": (8, 23), "f16": (5, 10), "bf16": (8, 7)}
-_SAME_WIDTH_INT = {"f64": torch.int64, "f32": torch.int32, "f16": torch.int16, "bf16": torch.int16}
+_SAME_WIDTH_INT = {"f64": torch.int64, "f32": torch.int32, "f16": torch.int16, "bf16": torch.int16,
+                   **{t: torch.uint8 for t in LOW_PRECISION_FLOATS if t != "f4E2M1FN"}}  # float8
 _MAX_DIGITS = 17  # enough for any double
 
 
@@ -167,10 +169,15 @@ def literal(value: float | int | bool, mlir_type: str) -> str:
 def float_bits(value: float | int | bool, mlir_type: str) -> int:
     """The bit pattern torch stores for ``value`` in the float type, as an unsigned int."""
     try:
-        stored = torch.tensor(float(value), dtype=torch.float64).to(DTYPES_OF_ELEMENT_TYPES[mlir_type])
+        number = float(value)
     except OverflowError:  # an int beyond the doubles
         raise HelionMLIRError(f"{value} is too large for {mlir_type}") from None
-    return int(stored.view(_SAME_WIDTH_INT[mlir_type]).item()) % (1 << (8 * stored.element_size()))
+    # On a real CPU tensor, outside any fake mode the caller has active: emission runs in the
+    # bound kernel's fake mode, which every thread emitting that kernel shares (and which
+    # would cost a fake dispatch per op).
+    with unset_fake_temporarily():
+        stored = torch.tensor(number, dtype=torch.float64, device="cpu").to(DTYPES_OF_ELEMENT_TYPES[mlir_type])
+        return int(stored.view(_SAME_WIDTH_INT[mlir_type]).item()) % (1 << (8 * stored.element_size()))
 
 
 def _int_literal(value: float | int | bool, low: int, high: int, mlir_type: str) -> str:
@@ -269,5 +276,4 @@ def _low_precision_literal(value: float | int | bool, mlir_type: str) -> str:
         magnitude = min(abs(number), 6.0)
         code = min(range(8), key=lambda c: (abs(_F4_MAGNITUDES[c] - magnitude), c & 1))
         return f"0x{(8 if math.copysign(1.0, number) < 0 else 0) | code:X}"
-    stored = torch.tensor(number, dtype=torch.float64).to(DTYPES_OF_ELEMENT_TYPES[mlir_type])
-    return f"0x{int(stored.view(torch.uint8).item()):02X}"
+    return f"0x{float_bits(number, mlir_type):02X}"

@@ -9,6 +9,7 @@ from typing import Any
 import helion
 
 from ..errors import HelionMLIRError
+from ..generate import bind_kernel
 from ..lowering.kernel_model import resolve_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -61,9 +62,12 @@ def stage(stage: str) -> Iterator[None]:
 
 
 def bind(kernel: helion.Kernel, args: tuple[Any, ...], config: helion.Config | None) -> Any:
-    """``kernel`` bound to ``args``, with ``config`` (when given) checked against it."""
+    """``kernel`` bound to ``args``, with ``config`` (when given) checked against it.
+
+    Binds under the front-end lock, as every bind of the package's does (Helion's bind is
+    not safe in two threads at once)."""
     with stage("bind"):
-        bound = kernel.bind(args)
+        bound = bind_kernel(kernel, args)
     if config is not None:
         with stage("config"):
             resolve_config(bound, config)

@@ -45,6 +45,7 @@ from torch import fx
 from torch_mlir import ir
 
 from ..errors import NodeNormalizationError, UnsupportedNodeError
+from ..front_end_lock import under_front_end_lock
 from ..mlir_context import mlir_session
 from ..output_type import OutputType
 from .batch_lowering import BatchLowering, Pending, function_name
@@ -186,6 +187,7 @@ class ImportBatch:
     def __len__(self) -> int:
         return len(self._results)
 
+    @under_front_end_lock  # fake tensors of the node's kernel, shared with other threads
     def add(
         self, node: fx.Node, input_tensors: Sequence[InputValue] | None = None, *, report_as: fx.Node | None = None
     ) -> int:
@@ -232,6 +234,7 @@ class ImportBatch:
             raise TorchMLIRLoweringError(self._reported[position], found, self.output_type)
         return found.results
 
+    @under_front_end_lock  # FxImporter and decompositions compute with fake tensors too
     def run(self) -> list[str]:
         """Module texts of all requests, in order; lowers every miss with one pipeline run.
 

@@ -28,6 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.passes.shape_prop import TensorMetadata
 
 from ..errors import NodeNormalizationError
+from ..front_end_lock import under_front_end_lock
 
 __all__ = [
     "SCALAR_TYPES",
@@ -204,6 +205,7 @@ def _normalized_value(node: fx.Node, val: Any) -> tuple[Any, Any]:
     )
 
 
+@under_front_end_lock  # fake tensors: the node's own mode and this module's static one
 def normalize_helion_node(node: fx.Node) -> fx.Node:
     """Complete ``node.meta`` so torch-mlir's importer can type the node; returns ``node``.
 

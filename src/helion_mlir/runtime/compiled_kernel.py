@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..errors import ArgumentError, HelionMLIRError
+from ..front_end_lock import FRONT_END_LOCK
 from ..generate import bind_kernel, generate_mlir
 from ..kinds import Kind
 from ..lowering.host_values import evaluate_origin
@@ -79,20 +80,24 @@ class CompiledKernel:
         if checked and self.runtime is not Runtime.JIT:
             raise ValueError("checked mode runs on the JIT runtime")
         self.bound = bound
-        self.config = resolve_config(bound, config)
-        self.model = KernelModel(bound, self.config)
-        # With locations: the CPU pipeline's and IREE's diagnostics then name kernel lines,
-        # and HELION_MLIR_DUMP files show them.
+        with FRONT_END_LOCK:  # what reads the bound kernel's shared compile state
+            self.config = resolve_config(bound, config)
+            self.model = KernelModel(bound, self.config)
+        # Emission takes the front-end lock itself; verification and compilation hold only
+        # the MLIR lock, so another thread may emit meanwhile. With locations: the CPU
+        # pipeline's and IREE's diagnostics then name kernel lines, and HELION_MLIR_DUMP
+        # files show them.
         self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config, debug_info=True)
         self.emit_seconds = time.perf_counter() - started
         self.function = self._build_function(pipeline, threads)
-        self._read_guards = ReadGuards(self.model)
-        wanted = {name for arg in self.model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
-        self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names)
+        with FRONT_END_LOCK:  # the model as emission left it, and the bound kernel's compile state
+            self._read_guards = ReadGuards(self.model)
+            wanted = {name for arg in self.model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
+            self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names)
+            self._params = list(bound.host_function.params.arguments)
+            self._fake_args = list(bound.fake_args)
+            self._checks = ArgumentChecks(bound, self.model)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
-        self._params = list(bound.host_function.params.arguments)
-        self._fake_args = list(bound.fake_args)
-        self._checks = ArgumentChecks(bound, self.model)
         log.info("compiled kernel %s (%s, %s pipeline%s, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
                  self.runtime.value, pipeline.value, ", checked" if checked else "", threads or "default",
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3)

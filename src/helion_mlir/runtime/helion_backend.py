@@ -21,6 +21,12 @@ by ``compile_kernel``) instead; for every other backend it calls Helion's method
 Helion keeps the returned callable as the bound kernel's runner, so later calls with the
 same signature go through Helion's own dispatch caches straight to it.
 
+Threads. Helion's ``Kernel.bind`` is not safe in two threads at once (it traces with
+torch.fx's process-wide state; docs/architecture.md, "Threads"), and a kernel's first call
+binds it. ``Kernel.bind`` of kernels whose backend is ``"mlir"`` therefore runs under the
+package's front-end lock (:mod:`helion_mlir.front_end_lock`), as every bind of the package's
+own does; other backends' binds are left as they are.
+
 Config. Configs are chosen as under Helion's default backend, by Helion's own code: a
 kernel with one config runs it; with several (``configs=[...]``) the fastest is timed; with
 none, Helion's autotuner searches (``autotune_effort`` / ``HELION_AUTOTUNE_EFFORT``:
@@ -61,9 +67,10 @@ from helion._compiler.backend import BackendState
 from helion._compiler.backend_registry import list_backends, register_compiler_backend
 from helion._compiler.triton.backend import TritonBackend
 from helion.runtime.config import Config
-from helion.runtime.kernel import BoundKernel
+from helion.runtime.kernel import BoundKernel, Kernel
 
 from ..errors import HelionMLIRError
+from ..front_end_lock import FRONT_END_LOCK
 from ..output_type import OutputType
 from .compiled_kernel import CompiledKernel, compile_kernel
 from .tuning import seeds
@@ -249,13 +256,31 @@ def _wrap_compile_config() -> None:
     BoundKernel.compile_config = compile_config  # type: ignore[method-assign]
 
 
+def _wrap_bind() -> None:
+    """Serialize ``Kernel.bind`` of kernels whose backend is ``"mlir"`` with the package's other binds (once)."""
+    helion_bind = Kernel.bind
+    if getattr(helion_bind, "_helion_mlir_wrapped", False):
+        return
+
+    @functools.wraps(helion_bind)
+    def bind(self: Kernel[Any], args: tuple[object, ...]) -> BoundKernel[Any]:
+        if self.settings.backend != BACKEND_NAME:
+            return helion_bind(self, args)
+        with FRONT_END_LOCK:
+            return helion_bind(self, args)
+
+    bind._helion_mlir_wrapped = True  # type: ignore[attr-defined]
+    Kernel.bind = bind  # type: ignore[method-assign]
+
+
 def install() -> None:
     """Register the ``"mlir"`` backend (and its CPU seed configs, :mod:`.tuning.seeds`) with
-    Helion and route its compilations here (idempotent)."""
+    Helion and route its compilations and binds here (idempotent)."""
     if BACKEND_NAME not in list_backends():
         register_compiler_backend(MLIRBackend)
     seeds.install()
     _wrap_compile_config()
+    _wrap_bind()
 
 
 install()

@@ -35,6 +35,7 @@ import helion.runtime
 import torch
 
 from ..errors import HelionMLIRError
+from ..front_end_lock import FRONT_END_LOCK, under_front_end_lock
 from ..lowering.host_values import SOURCE_MODULE
 
 __all__ = ["GENERATED_HOST_CODE", "HostCode", "Launch"]
@@ -118,23 +119,28 @@ class HostCode:
 
         ``wanted`` names the host values a launch must provide (the emitted function's
         arguments, the values the call checks): those Helion's device function does not take
-        are passed from the host code's variables."""
-        try:
-            source = bound.to_triton_code(config)
-        except Exception as err:  # Helion's GPU code generator: any failure is its own
-            log.info("Helion's code generator failed (%s); running host code from the kernel source", err)
-            return cls.from_kernel_source(bound, config)
-        return cls._from_generated(bound, source, wanted)
+        are passed from the host code's variables.
+
+        Under the front-end lock: Helion's code generator works in the bound kernel's
+        shared compile environment, and both it and this module parse Python source."""
+        with FRONT_END_LOCK:
+            try:
+                source = bound.to_triton_code(config)
+            except Exception as err:  # Helion's GPU code generator: any failure is its own
+                log.info("Helion's code generator failed (%s); running host code from the kernel source", err)
+                return cls.from_kernel_source(bound, config)
+            return cls._from_generated(bound, source, wanted)
 
     @classmethod
+    @under_front_end_lock  # CPython 3.11's parser and compiler of ASTs are not safe in two threads at once
     def from_kernel_source(cls, bound: Any, config: Any = None) -> "HostCode":
         """The kernel function with its top-level device loops replaced by one launch."""
         fn = bound.kernel.fn
         source = textwrap.dedent(inspect.getsource(fn))
         tree = ast.parse(source)
+        launch = ast.parse("_launcher(None, None, **{k: v for k, v in locals().items() if k != '_launcher'})").body[0]
         func = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
         func.decorator_list = []
-        launch = ast.parse("_launcher(None, None, **{k: v for k, v in locals().items() if k != '_launcher'})").body[0]
         body: list[ast.stmt] = []
         launched = False
         for stmt in func.body:
