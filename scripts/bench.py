@@ -16,6 +16,9 @@
 * Autotuning on CPU (``scripts/tune_costs.py``, in a process of its own): only with
   ``--only tuning``, which takes one to two hours (a full-effort search per kernel); the
   other runs keep the section the document has.
+* Memory while compiling hundreds of configs of one kernel, as an autotuner does
+  (``scripts/compile_memory.py``, in a process of its own); ``--only compile-memory``
+  measures just that and replaces its section and its summary row.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts"))
 DOC = ROOT / "docs" / "benchmarks.md"
 
-from exec_costs import render_execution  # noqa: E402  (needs the paths above)
+from compile_memory import SUMMARY_PREFIX, render_compile_memory, summary_row  # noqa: E402  (needs the paths above)
+from exec_costs import render_execution  # noqa: E402
 from tune_costs import SECTION as TUNING_SECTION  # noqa: E402
 from tune_costs import render_tuning  # noqa: E402
 
@@ -69,6 +73,30 @@ def _measured_in_own_process(module: str, function: str) -> dict:
 
 def execution_costs() -> dict:
     return _measured_in_own_process("exec_costs", "measure_execution")
+
+
+def compile_memory() -> dict:
+    return _measured_in_own_process("compile_memory", "measure_compile_memory")
+
+
+def with_compile_memory(document: str, measured: dict) -> str:
+    """``document`` with the compile-memory section and its summary row from ``measured``."""
+    document = replace_section(document, render_compile_memory(measured["growth"], measured["estimates"]))
+    return replace_summary_row(document, summary_row(measured["growth"]), SUMMARY_PREFIX)
+
+
+def replace_summary_row(document: str, row: str, prefix: str) -> str:
+    """``document`` with the summary row that starts with ``prefix`` replaced by ``row``, or
+    ``row`` added at the end of the summary table."""
+    lines = document.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith(prefix):
+            lines[index] = row
+            return "\n".join(lines) + "\n"
+    title = lines.index("## Summary against the targets")
+    end = next(i for i in range(title + 3, len(lines)) if not lines[i].startswith("|"))
+    lines.insert(end, row)
+    return "\n".join(lines) + "\n"
 
 
 def tuning_costs() -> dict:
@@ -337,9 +365,14 @@ def render(imports: list[dict], rows: list[dict], all_seconds: float, first: dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=DOC)
-    parser.add_argument("--only", choices=["execution", "tuning"],
+    parser.add_argument("--only", choices=["execution", "tuning", "compile-memory"],
                         help="measure only this section and replace it in the existing output")
     options = parser.parse_args()
+    if options.only == "compile-memory":
+        print("measuring memory while compiling many configs...", file=sys.stderr)
+        options.output.write_text(with_compile_memory(options.output.read_text(), compile_memory()))
+        print(f"updated {options.output}", file=sys.stderr)
+        return
     if options.only == "tuning":
         print("measuring autotuning (quick, full and a sweep per kernel: one to two hours)...", file=sys.stderr)
         tuning = render_tuning(tuning_costs())
@@ -366,7 +399,8 @@ def main() -> None:
     kept = section_of(options.output.read_text(), TUNING_SECTION) if options.output.exists() else None
     if kept is not None:
         document = replace_section(document, kept)
-    options.output.write_text(document)
+    print("measuring memory while compiling many configs...", file=sys.stderr)
+    options.output.write_text(with_compile_memory(document, compile_memory()))
     print(f"wrote {options.output}", file=sys.stderr)
 
 

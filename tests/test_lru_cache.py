@@ -1,14 +1,22 @@
-"""The bounded caches: least recently used entries go first, and the process-wide caches use them."""
+"""The bounded caches: least recently used entries go first, the process-wide caches weigh
+their entries in bytes, and compiled code that leaves them is freed."""
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 
+import helion
 import pytest
+import torch
+from examples_util import load_example_by_name
 
+from helion_mlir import compile_kernel
 from helion_mlir.importer import cache as torch_import
+from helion_mlir.lowering import kernel_model
 from helion_mlir.lru_cache import LRUCache
-from helion_mlir.runtime import compiled_kernel
+from helion_mlir.runtime import compiled_kernel, iree_engine
 from helion_mlir.runtime import engine as execute
 
 
@@ -46,8 +54,49 @@ def test_concurrent_use_keeps_the_bound() -> None:
     assert len(cache) == 50
 
 
-def test_process_wide_caches_are_bounded() -> None:
-    assert isinstance(execute._CACHE, LRUCache) and execute._CACHE.capacity == execute.COMPILED_FUNCTION_CACHE_CAPACITY
-    assert isinstance(compiled_kernel._CACHE, LRUCache)
-    assert compiled_kernel._CACHE.capacity == compiled_kernel.COMPILED_KERNEL_CACHE_CAPACITY
-    assert torch_import.IMPORT_CACHE._entries.capacity == torch_import.IMPORT_CACHE_CAPACITY
+def test_weighed_entries_go_until_the_total_fits_and_the_newest_stays() -> None:
+    cache: LRUCache[str] = LRUCache(10, weigh=len)
+    cache.put("a", "aaaa")
+    cache.put("b", "bbbb")
+    assert (len(cache), cache.weight) == (2, 8)
+    cache.put("c", "ccc")  # 11 > 10: "a" goes
+    assert (cache.get("a"), cache.get("b"), cache.weight) == (None, "bbbb", 7)
+    cache.put("b", "bb")  # a replaced entry's weight is replaced too
+    assert cache.weight == 5
+    cache.put("huge", "h" * 50)  # heavier than the whole capacity: it alone stays
+    assert (len(cache), cache.weight, cache.get("huge")) == (1, 50, "h" * 50)
+    cache.clear()
+    assert (len(cache), cache.weight) == (0, 0)
+
+
+def test_process_wide_caches_are_bounded_by_bytes() -> None:
+    assert execute._CACHE.capacity == execute.COMPILED_FUNCTION_CACHE_BYTES
+    assert compiled_kernel._CACHE.capacity == compiled_kernel.COMPILED_KERNEL_CACHE_BYTES
+    assert iree_engine._CACHE.capacity == iree_engine.IREE_FUNCTION_CACHE_BYTES
+    assert torch_import.IMPORT_CACHE._entries.capacity == torch_import.IMPORT_CACHE_BYTES
+
+
+def test_compiling_many_configs_keeps_only_the_budget_of_compiled_code_alive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an autotuner does: one matmul compiled for 24 configs (distinct block sizes),
+    each called once. Under a budget of a few compiled kernels the caches evict, and the
+    ExecutionEngine of an evicted config dies as soon as nobody holds it (no collection
+    runs here: nothing keeps compiled code alive in a reference cycle)."""
+    budget = 3 * 2**20  # three or four compiled kernels
+    monkeypatch.setattr(execute, "_CACHE", LRUCache(budget, weigh=lambda f: f.nbytes))
+    monkeypatch.setattr(compiled_kernel, "_CACHE", LRUCache(budget, weigh=lambda k: k.nbytes))
+    x, y = torch.randn(64, 64), torch.randn(64, 48)
+    bound = load_example_by_name("matmul").KERNEL.bind((x, y))
+    configs = [helion.Config(block_sizes=list(sizes)) for sizes in itertools.product([8, 16, 32, 64], [16, 48], [8, 16, 32])]
+    engines = []
+    for config in configs:
+        compiled = compile_kernel(bound, config=config)
+        torch.testing.assert_close(compiled(x, y), x @ y, rtol=1e-4, atol=1e-4)
+        assert execute.engine_bytes(0) < compiled.function.nbytes < compiled.nbytes < 2 * execute.engine_bytes(0)
+        engines.append(weakref.ref(compiled.function._engine))
+        del compiled
+    cached = {id(entry.function._engine) for entry, _ in compiled_kernel._CACHE._entries.values()}
+    cached |= {id(entry._engine) for entry, _ in execute._CACHE._entries.values()}
+    alive = {id(engine()) for engine in engines if engine() is not None}
+    assert alive == cached and 3 <= len(alive) <= budget // execute.engine_bytes(0)
+    assert execute._CACHE.weight <= budget and compiled_kernel._CACHE.weight <= budget
+    assert len(kernel_model._CODEGEN_GRAPHS[bound.host_function.device_ir]) <= kernel_model.CODEGEN_GRAPH_CONFIGS

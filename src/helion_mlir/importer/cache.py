@@ -71,12 +71,25 @@ class Imported:
     results: Results
 
 
+# Distinct node signatures: a few hundred across all the examples, each about 0.75 KB of
+# text and 2.5 KB of key, results and objects around them.
+ENTRY_OVERHEAD_BYTES = 2560
+IMPORT_CACHE_BYTES = 16 * 2**20
+
+
+def entry_bytes(result: Imported | Failure) -> int:
+    """Estimated memory of a cache entry: its text, plus the key and the objects around it."""
+    if isinstance(result, Imported):
+        return ENTRY_OVERHEAD_BYTES + len(result.text)
+    return ENTRY_OVERHEAD_BYTES + sum(map(len, result.diagnostics)) + len(result.reason)
+
+
 class _ImportCache:
     """Imports (or failures) by signature; shared by all importers, thread-safe."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity_bytes: int) -> None:
         self._lock = threading.Lock()
-        self._entries: LRUCache[Imported | Failure] = LRUCache(capacity)
+        self._entries: LRUCache[Imported | Failure] = LRUCache(capacity_bytes, weigh=entry_bytes)
         self.hits = 0
         self.misses = 0
         self.lowering_runs = 0
@@ -111,10 +124,7 @@ class _ImportCache:
             self.hits = self.misses = self.lowering_runs = 0
 
 
-# Distinct node signatures: a few hundred across all the examples; each entry is about a
-# kilobyte of text.
-IMPORT_CACHE_CAPACITY = 16384
-IMPORT_CACHE = _ImportCache(IMPORT_CACHE_CAPACITY)
+IMPORT_CACHE = _ImportCache(IMPORT_CACHE_BYTES)
 
 
 def import_stats() -> ImportStats:

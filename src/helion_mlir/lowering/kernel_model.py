@@ -26,6 +26,7 @@ from torch import fx
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from ..errors import HelionMLIRError
+from ..lru_cache import LRUCache
 from ..mlir_types import scalar_type_of_python, storage_shape, tensor_type
 from .host_values import (
     describe_origin,
@@ -42,7 +43,11 @@ __all__ = ["ArgKind", "KernelModel", "FunctionArg", "LoopDim", "RootLoop", "host
 
 log = logging.getLogger(__name__)
 
-_CODEGEN_GRAPHS: "weakref.WeakKeyDictionary[Any, dict[Any, tuple[list[Any], set[int]]]]" = weakref.WeakKeyDictionary()
+# Per kernel (its device IR), the graphs built for its most recently used configs: emissions
+# of one config share them (compile_kernel's model and generate_mlir's), while an autotuner
+# that visits hundreds of configs does not keep a copy of the graphs for each.
+CODEGEN_GRAPH_CONFIGS = 4
+_CODEGEN_GRAPHS: "weakref.WeakKeyDictionary[Any, LRUCache[tuple[list[Any], set[int]]]]" = weakref.WeakKeyDictionary()
 
 
 class ArgKind(enum.Enum):
@@ -195,13 +200,17 @@ class KernelModel:
         return self.graphs[graph_id]
 
     def _codegen_graphs(self) -> tuple[list[Any], set[int]]:
-        """The graphs to lower and the rolled reduction block ids, shared by every emission
-        of this kernel under this config (Helion copies all graphs to build them; the
+        """The graphs to lower and the rolled reduction block ids, shared by the emissions
+        of this kernel under this config while it is among the most recent
+        (:data:`CODEGEN_GRAPH_CONFIGS`; Helion copies all graphs to build them, and the
         lowering only reads them)."""
-        per_config = _CODEGEN_GRAPHS.setdefault(self.device_ir, {})
+        per_config = _CODEGEN_GRAPHS.get(self.device_ir)
+        if per_config is None:
+            per_config = _CODEGEN_GRAPHS.setdefault(self.device_ir, LRUCache(CODEGEN_GRAPH_CONFIGS))
         found = per_config.get(self.config)
         if found is None:
-            found = per_config[self.config] = self._build_codegen_graphs()
+            found = self._build_codegen_graphs()
+            per_config.put(self.config, found)
         return found
 
     def _build_codegen_graphs(self) -> tuple[list[Any], set[int]]:

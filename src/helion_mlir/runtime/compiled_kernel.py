@@ -36,9 +36,17 @@ __all__ = ["RUNTIMES", "CompiledKernel", "Runtime", "compile_kernel"]
 
 log = logging.getLogger(__name__)
 
-# Each entry holds its bound kernel and JIT-compiled code; the least recently used go first.
-COMPILED_KERNEL_CACHE_CAPACITY = 256
-_CACHE: "LRUCache[CompiledKernel]" = LRUCache(COMPILED_KERNEL_CACHE_CAPACITY)
+# What a compiled kernel holds besides its compiled function: its kernel model (with the
+# graphs Helion built for its config), host code, argument checks and module text, measured
+# with tracemalloc over the examples by scripts/compile_memory.py (20-320 KiB).
+KERNEL_BASE_BYTES = 20 * 1024
+KERNEL_BYTES_PER_NODE = 1536
+
+#: Bytes of compiled kernels the cache keeps (by :attr:`CompiledKernel.nbytes`, which counts
+#: the compiled code; the least recently used go first). Their compiled functions are the
+#: ones the compiled-function cache keeps, mostly: together the two keep about this much.
+COMPILED_KERNEL_CACHE_BYTES = 64 * 2**20
+_CACHE: "LRUCache[CompiledKernel]" = LRUCache(COMPILED_KERNEL_CACHE_BYTES, weigh=lambda k: k.nbytes)
 
 
 class Runtime(Kind):
@@ -98,6 +106,10 @@ class CompiledKernel:
             self._fake_args = list(bound.fake_args)
             self._checks = ArgumentChecks(bound, self.model)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
+        nodes = sum(len(graph.graph.nodes) for graph in self.model.graphs)
+        #: Estimated bytes of memory the compiled kernel holds, its compiled code included.
+        self.nbytes: int = (self.function.nbytes + KERNEL_BASE_BYTES + KERNEL_BYTES_PER_NODE * nodes
+                            + len(self.mlir))
         log.info("compiled kernel %s (%s, %s pipeline%s, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
                  self.runtime.value, pipeline.value, ", checked" if checked else "", threads or "default",
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3)
@@ -197,7 +209,8 @@ def compile_kernel(
     loops; see :class:`~helion_mlir.runtime.pipelines.Pipeline`); by default fast, plain
     when ``checked``. Compiled kernels are cached per bound kernel (Helion binds one per
     specialization of the arguments), config, output type, runtime, pipeline, thread count
-    and checked mode (the most recently used :data:`COMPILED_KERNEL_CACHE_CAPACITY`).
+    and checked mode (the most recently used, up to :data:`COMPILED_KERNEL_CACHE_BYTES` of
+    estimated memory).
 
     ``checked=True`` (JIT, plain pipeline) checks every memory access of the compiled code
     at run time (MLIR's ``generate-runtime-verification``): a call that would load, store or

@@ -33,12 +33,14 @@ from .pipelines import PIPELINES, ModuleLowering, Pipeline, PipelineOptions, low
 
 __all__ = [
     "JIT_OPT_LEVEL",
+    "COMPILED_FUNCTION_CACHE_BYTES",
     "CompiledFunction",
     "Pipeline",
     "ScalarParam",
     "TensorParam",
     "clear_compile_cache",
     "compile_module",
+    "engine_bytes",
     "lower_module",
 ]
 
@@ -170,6 +172,7 @@ class CompiledFunction:
         *,
         lower_seconds: float,
         jit_seconds: float,
+        nbytes: int,
         pipeline: Pipeline = Pipeline.PLAIN,
         threads: int = 1,
         held_by: tuple[int | None, ...] | None = None,
@@ -187,6 +190,8 @@ class CompiledFunction:
         self.results = results
         self.lower_seconds = lower_seconds
         self.jit_seconds = jit_seconds
+        #: Estimated bytes of memory the engine holds (:func:`engine_bytes`).
+        self.nbytes = nbytes
         self.pipeline = pipeline
         self.threads = threads
         #: Per result, the argument whose tensor holds it after a call (in place), or None.
@@ -333,9 +338,24 @@ def _copy_out(descriptor: ctypes.Structure, param: TensorParam) -> torch.Tensor:
     return source.clone(memory_format=torch.contiguous_format)
 
 
-# Each entry holds an ExecutionEngine with its machine code; the least recently used go first.
-COMPILED_FUNCTION_CACHE_CAPACITY = 256
-_CACHE: "LRUCache[CompiledFunction]" = LRUCache(COMPILED_FUNCTION_CACHE_CAPACITY)
+# What an ExecutionEngine holds, measured by scripts/compile_memory.py over the examples
+# (resident memory per engine against the ops of its LLVM-dialect module; docs/benchmarks.md,
+# "Memory while compiling many configs"): mostly a fixed cost (LLVM's JIT, its target
+# machine, its memory manager), plus the code, which grows with the module.
+ENGINE_BASE_BYTES = 686 * 1024
+ENGINE_BYTES_PER_LLVM_OP = 75
+
+
+def engine_bytes(llvm_ops: int) -> int:
+    """Estimated memory an ExecutionEngine holds for a module of ``llvm_ops`` LLVM-dialect ops."""
+    return ENGINE_BASE_BYTES + ENGINE_BYTES_PER_LLVM_OP * llvm_ops
+
+
+#: Bytes of compiled functions the cache keeps (by :attr:`CompiledFunction.nbytes`, the
+#: least recently used go first): about 85 engines of ~0.75 MiB. A function a caller
+#: still holds stays alive and usable after it leaves the cache.
+COMPILED_FUNCTION_CACHE_BYTES = 64 * 2**20
+_CACHE: "LRUCache[CompiledFunction]" = LRUCache(COMPILED_FUNCTION_CACHE_BYTES, weigh=lambda f: f.nbytes)
 
 
 def _lower(module_text: str, func_name: str, pipeline: Pipeline, options: PipelineOptions,
@@ -343,17 +363,20 @@ def _lower(module_text: str, func_name: str, pipeline: Pipeline, options: Pipeli
     return lower_to_llvm(module_text, func_name, pipeline, PIPELINES[pipeline], options, diagnostics)
 
 
-def _uses_openmp(lowering: ModuleLowering) -> bool:
-    """Parallel loops run on OpenMP workers (tile nests or the module's own)."""
-    found = False
+def _count_ops(lowering: ModuleLowering) -> tuple[int, bool]:
+    """Ops of the LLVM-dialect module (what the JIT compiles), and whether parallel loops
+    in it run on OpenMP workers (tile nests or the module's own)."""
+    count = 0
+    openmp = False
 
     def visit(op: ir.Operation) -> ir.WalkResult:
-        nonlocal found
-        found = op.name.startswith("omp.")
-        return ir.WalkResult.INTERRUPT if found else ir.WalkResult.ADVANCE
+        nonlocal count, openmp
+        count += 1
+        openmp = openmp or op.name.startswith("omp.")
+        return ir.WalkResult.ADVANCE
 
     lowering.module.operation.walk(visit)
-    return found
+    return count, openmp
 
 
 def lower_module(
@@ -392,9 +415,9 @@ def compile_module(
     ``threads`` OpenMP workers (default ``torch.get_num_threads()``) and, with
     ``in_place``, writes the destination arguments instead of returning copies (see
     :class:`CompiledFunction`). Compiled functions are cached on the module text, function
-    name and those options (the most recently used
-    :data:`COMPILED_FUNCTION_CACHE_CAPACITY`), so a kernel that is checked many times is
-    compiled once. With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
+    name and those options (the most recently used, up to
+    :data:`COMPILED_FUNCTION_CACHE_BYTES` of estimated memory), so a kernel that is checked
+    many times is compiled once. With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
     every step of a lowering is written under ``DIR`` (:mod:`.pipelines.runner`).
 
     ``checked`` (plain pipeline only) checks every memory access at run time: a call that
@@ -416,11 +439,16 @@ def compile_module(
             return cached
         started = time.perf_counter()
         lowering = _lower(module_text, func_name, pipeline, options, diagnostics)
-        shared_libs = [openmp_library()] if _uses_openmp(lowering) else []
+        llvm_ops, uses_openmp = _count_ops(lowering)
+        if uses_openmp:
+            # Loaded into the process with global symbols: the JIT resolves ``__kmpc_*`` there.
+            # Handing the library to the ExecutionEngine as well would cost every engine
+            # another ~0.7 MiB (docs/benchmarks.md, "Memory while compiling many configs").
+            openmp_library()
         after_lowering = time.perf_counter()
         check_failures = CheckFailures(lowering.checks, func_name) if options.checked else None
         try:
-            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, shared_libs=shared_libs)
+            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL)
             if check_failures is not None and check_failures.checks:
                 check_failures.register(engine)
             engine.initialize()
@@ -450,6 +478,7 @@ def compile_module(
             lowering.results,
             lower_seconds=after_lowering - started,
             jit_seconds=jitted - after_lowering,
+            nbytes=engine_bytes(llvm_ops),
             pipeline=pipeline,
             threads=options.threads,
             held_by=lowering.held_by,

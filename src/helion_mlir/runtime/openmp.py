@@ -3,8 +3,10 @@
 ``convert-scf-to-openmp`` turns parallel loops into the ``omp`` dialect, which LLVM lowers
 to calls of the ``__kmpc_*`` entry points of LLVM's and Intel's OpenMP runtimes. torch's CPU
 wheels bring GNU OpenMP (``libgomp``), which has other entry points, so we load Intel's
-``libiomp5`` from the ``intel-openmp`` package and hand it to the ``ExecutionEngine`` as a
-shared library. Its symbols do not clash with ``libgomp``'s: torch keeps its own runtime.
+``libiomp5`` from the ``intel-openmp`` package into the process with global symbols, where
+the ``ExecutionEngine``'s JIT finds them (handing it the library instead would load it into
+every engine again, 0.7 MiB each). Its symbols do not clash with ``libgomp``'s: torch keeps
+its own runtime.
 
 Idle workers of ``libiomp5`` spin for ``KMP_BLOCKTIME`` (200 ms by default) after each
 parallel region before they sleep. On a machine whose cores torch eager code also uses,

@@ -114,6 +114,9 @@ class RemoteFunction:
         self.output_type = module.output_type
         self.pipeline = module.pipeline
         self.threads = module.threads
+        #: Estimated bytes it holds in this process, where caches weigh it: its module's text
+        #: (the compiled code is the worker's, which keeps a bounded store of it).
+        self.nbytes = len(module.text)
 
     def __repr__(self) -> str:
         return f"RemoteFunction(@{self.func_name}, key={self.key})"
