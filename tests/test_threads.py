@@ -19,6 +19,7 @@ import torch
 from examples_util import assert_matches, clone_args, load_example_by_name, register_cpu_matmul_dtype_overloads
 
 from helion_mlir import compile_kernel, generate_mlir
+from helion_mlir.runtime.reference import reference_kernel
 
 # Layer norm, softmax, matmul, flash attention, a reduction rolled into loops
 # (reduction_loops), an elementwise kernel.
@@ -120,3 +121,11 @@ def test_first_calls_of_a_backend_kernel_from_eight_threads_agree() -> None:
         expected = kernel(*clone_args(args))
         assert_matches(expected, module.reference(*clone_args(args)), module.TOLERANCE, name)
         assert all(torch.equal(result, expected) for result in outcomes), name
+
+
+def test_reference_twins_from_eight_threads_are_one_kernel() -> None:
+    """Reference runs (tests, ``helion-mlir run``) get one ref-mode twin per kernel, however
+    many threads ask for it first."""
+    kernel = _twin(load_example_by_name("matmul").KERNEL)
+    twins, errors = _in_threads(8, lambda _thread: reference_kernel(kernel))
+    assert not errors and all(twin is twins[0] for twin in twins)

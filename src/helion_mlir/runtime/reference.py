@@ -12,6 +12,7 @@ have no reference-mode implementation.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,8 @@ from helion.language import _decorators, quantized_ops
 __all__ = ["reference_kernel", "register_cpu_matmul_dtype_overloads", "register_quantized_op_references"]
 
 _REFERENCE_KERNELS: dict[int, tuple[helion.Kernel, helion.Kernel]] = {}
+# Registrations check, then register: two threads must not both find a kernel missing.
+_REGISTERING = threading.Lock()
 
 
 def reference_kernel(kernel: helion.Kernel) -> helion.Kernel:
@@ -31,11 +34,12 @@ def reference_kernel(kernel: helion.Kernel) -> helion.Kernel:
     separate kernel and ``kernel`` itself still lowers.
     """
     register_quantized_op_references()
-    cached = _REFERENCE_KERNELS.get(id(kernel))
-    if cached is None or cached[0] is not kernel:
-        settings = dataclasses.replace(kernel.settings, ref_mode=helion.RefMode.EAGER)
-        cached = (kernel, helion.kernel(kernel.fn, configs=list(kernel.configs), settings=settings))
-        _REFERENCE_KERNELS[id(kernel)] = cached
+    with _REGISTERING:
+        cached = _REFERENCE_KERNELS.get(id(kernel))
+        if cached is None or cached[0] is not kernel:
+            settings = dataclasses.replace(kernel.settings, ref_mode=helion.RefMode.EAGER)
+            cached = (kernel, helion.kernel(kernel.fn, configs=list(kernel.configs), settings=settings))
+            _REFERENCE_KERNELS[id(kernel)] = cached
     return cached[1]
 
 
@@ -66,12 +70,13 @@ def register_cpu_matmul_dtype_overloads() -> None:
     """
     overloads = {"mm.dtype": torch.mm, "bmm.dtype": torch.bmm, "addmm.dtype": torch.addmm,
                  "baddbmm.dtype": torch.baddbmm}
-    for overload, op in overloads.items():
-        if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{overload}", "CPU"):
-            continue
-        if not _CPU_LIBRARIES:
-            _CPU_LIBRARIES.append(torch.library.Library("aten", "IMPL"))
-        _CPU_LIBRARIES[0].impl(overload, _accumulating(op), "CPU")
+    with _REGISTERING:
+        for overload, op in overloads.items():
+            if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{overload}", "CPU"):
+                continue
+            if not _CPU_LIBRARIES:
+                _CPU_LIBRARIES.append(torch.library.Library("aten", "IMPL"))
+            _CPU_LIBRARIES[0].impl(overload, _accumulating(op), "CPU")
 
 
 # The e2m1 values of the codes 0..7 (2 exponent bits of bias 1, 1 mantissa bit);
@@ -124,6 +129,7 @@ _QUANTIZED_REFERENCES = {
 def register_quantized_op_references() -> None:
     """Give Helion's quantized ops a reference-mode implementation where Helion has none
     (idempotent; a later Helion's own implementation is left in place)."""
-    for op, implementation in _QUANTIZED_REFERENCES.items():
-        if op._ref_fn is None:
-            _decorators.ref(op)(implementation)
+    with _REGISTERING:
+        for op, implementation in _QUANTIZED_REFERENCES.items():
+            if op._ref_fn is None:
+                _decorators.ref(op)(implementation)
