@@ -14,6 +14,7 @@ from examples_util import load_example_by_name
 
 from helion_mlir import compile_kernel
 from helion_mlir.importer import cache as torch_import
+from helion_mlir.inliner import survey
 from helion_mlir.lowering import kernel_model
 from helion_mlir.lru_cache import LRUCache
 from helion_mlir.runtime import compiled_kernel, iree_engine
@@ -74,6 +75,7 @@ def test_process_wide_caches_are_bounded_by_bytes() -> None:
     assert compiled_kernel._CACHE.capacity == compiled_kernel.COMPILED_KERNEL_CACHE_BYTES
     assert iree_engine._CACHE.capacity == iree_engine.IREE_FUNCTION_CACHE_BYTES
     assert torch_import.IMPORT_CACHE._entries.capacity == torch_import.IMPORT_CACHE_BYTES
+    assert survey._SCANNED.capacity == survey.SCANNED_MODULES_BYTES
 
 
 def test_compiling_many_configs_keeps_only_the_budget_of_compiled_code_alive(monkeypatch: pytest.MonkeyPatch) -> None:

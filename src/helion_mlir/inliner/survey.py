@@ -5,11 +5,11 @@ inlines the same text many times."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass, field
 
 from ..errors import MLIRSyntaxError
+from ..lru_cache import LRUCache
 from .lexer import OPENERS, Token, TokenKind, find_closing, next_significant, tokenize
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,30 @@ def unquote(token: Token) -> str:
 
 
 # --------------------------------------------------------------------------- module layout
-@functools.lru_cache(maxsize=1024)
+# A scanned module holds a token per word of its text: about 52 bytes per character of
+# text with its function surveys (tracemalloc over the examples' imports), plus the module.
+SCANNED_BYTES_PER_CHAR = 52
+SCANNED_MODULES_BYTES = 16 * 2**20
+_SCANNED: "LRUCache[SourceModule]" = LRUCache(
+    SCANNED_MODULES_BYTES, weigh=lambda module: 1024 + SCANNED_BYTES_PER_CHAR * len(module.text))
+
+
 def scan_module(text: str) -> SourceModule:
     """Find the alias definitions, the resources section and the functions of a module.
 
-    Cached: the same torch-mlir output is often inlined many times (one ATen op at several
+    Cached (the most recently used, up to :data:`SCANNED_MODULES_BYTES` of estimated
+    memory): the same torch-mlir output is often inlined many times (one ATen op at several
     sites of a kernel). The result is only read afterwards, apart from the surveys of its
     function bodies, which it memoizes.
     """
+    found = _SCANNED.get(text)
+    if found is None:
+        found = _scan(text)
+        _SCANNED.put(text, found)
+    return found
+
+
+def _scan(text: str) -> SourceModule:
     module = SourceModule(text, tokenize(text))
     tokens = module.tokens
     brackets: list[str] = []
