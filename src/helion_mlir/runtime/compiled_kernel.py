@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 # What a compiled kernel holds besides its compiled function: its kernel model (with the
 # graphs Helion built for its config), host code, argument checks and module text, measured
 # with tracemalloc over the examples by scripts/compile_memory.py (20-320 KiB).
-KERNEL_BASE_BYTES = 20 * 1024
+KERNEL_BASE_BYTES = 8 * 1024
 KERNEL_BYTES_PER_NODE = 1536
 
 #: Bytes of compiled kernels the cache keeps (by :attr:`CompiledKernel.nbytes`, which counts
