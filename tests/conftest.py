@@ -6,6 +6,10 @@ same examples; ``explore`` runs thousands of random examples when hunting for bu
 
 The config fuzzer (tests/test_config_fuzz.py) takes ``--fuzz-configs N`` (configs per
 example, 2 in CI) and ``--fuzz-seed S`` (0 in CI; another seed draws other configs).
+
+Tests marked ``stress`` repeat what a default test does at full size (many rounds of
+threads, say); they take minutes and run only with ``--stress``
+(``scripts/test tests/test_threads.py --stress``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="random configs per example in tests/test_config_fuzz.py (default 2)")
     group.addoption("--fuzz-seed", type=int, default=0, metavar="S",
                     help="base seed of the fuzzed configs (default 0: the configs CI checks)")
+    parser.addoption("--stress", action="store_true", help="also run the tests marked stress (minutes each)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--stress"):
+        return
+    skip = pytest.mark.skip(reason="a stress test: run with --stress")
+    for item in items:
+        if "stress" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session", autouse=True)

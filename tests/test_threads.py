@@ -15,10 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 import helion
+import pytest
 import torch
 from examples_util import assert_matches, clone_args, load_example_by_name, register_cpu_matmul_dtype_overloads
 
 from helion_mlir import compile_kernel, generate_mlir
+from helion_mlir.runtime.engine import clear_compile_cache
 from helion_mlir.runtime.reference import reference_kernel
 
 # Layer norm, softmax, matmul, flash attention, a reduction rolled into loops
@@ -70,19 +72,26 @@ def _in_threads(count: int, work: Callable[[int], Any]) -> tuple[list[Any], list
     return results, errors
 
 
-def test_sixteen_threads_compile_and_call_six_kernels_as_one_thread_does() -> None:
-    """The first round binds and compiles every kernel in two output types from 16 threads
-    at once (threads share bound kernels); every round calls them all, and some threads
-    emit again while the others call."""
+def _compile_and_call_from_threads(rounds: int, *, fresh_every_round: bool) -> None:
+    """Each round, 16 threads released together compile (``compile_kernel`` with the
+    kernel and its arguments, which binds) and call the six kernels in two output types,
+    and four of them emit their kernel again; then one thread emits and calls each kernel
+    and every thread's text and result must be that thread's. With ``fresh_every_round``
+    every round starts from new kernels, so every round binds, emits and JIT-compiles from
+    all threads at once; otherwise the first round does, and later ones emit again while
+    the other threads call the compiled code."""
     register_cpu_matmul_dtype_overloads()
     modules = {name: load_example_by_name(name) for name in KERNELS}
-    kernels = {name: _twin(module.KERNEL) for name, module in modules.items()}
     args = {name: module.make_args("ragged") for name, module in modules.items()}
     cases = [(name, kind) for name in KERNELS for kind in OUTPUT_TYPES]
     results: dict[tuple[str, str], list[torch.Tensor]] = {case: [] for case in cases}
     texts: dict[tuple[str, str], set[str]] = {case: set() for case in cases}
     errors: list[str] = []
-    for round_ in range(ROUNDS):
+    kernels: dict[str, helion.Kernel] = {}
+    for round_ in range(rounds):
+        if fresh_every_round or not kernels:
+            kernels = {name: _twin(module.KERNEL) for name, module in modules.items()}
+            clear_compile_cache()  # the twins' modules are the same texts: compile them again
 
         def work(thread: int) -> tuple[tuple[str, str], torch.Tensor, list[str]]:
             name, kind = case = cases[(thread + round_) % len(cases)]
@@ -99,7 +108,7 @@ def test_sixteen_threads_compile_and_call_six_kernels_as_one_thread_does() -> No
                 case, result, emitted = outcome
                 results[case].append(result)
                 texts[case].update(emitted)
-    assert not errors, f"{len(errors)} of {THREADS * ROUNDS} calls failed:\n" + "\n".join(errors[:5])
+    assert not errors, f"{len(errors)} of {THREADS * rounds} calls failed:\n" + "\n".join(errors[:5])
     for (name, kind), got in results.items():  # one thread: emit and call again
         bound = kernels[name].bind(args[name])
         assert not _nodes_located_elsewhere(kernels[name], bound), name
@@ -107,6 +116,17 @@ def test_sixteen_threads_compile_and_call_six_kernels_as_one_thread_does() -> No
         expected = compile_kernel(bound, output_type=kind)(*clone_args(args[name]))
         assert_matches(expected, modules[name].reference(*clone_args(args[name])), modules[name].TOLERANCE, name)
         assert got and all(torch.equal(result, expected) for result in got), (name, kind)
+
+
+def test_sixteen_threads_compile_and_call_six_kernels_as_one_thread_does() -> None:
+    """Ten rounds; the kernels are bound and compiled from all threads in the first."""
+    _compile_and_call_from_threads(ROUNDS, fresh_every_round=False)
+
+
+@pytest.mark.stress  # about 90 s on two cores
+def test_sixteen_threads_compile_six_new_kernels_in_every_round() -> None:
+    """Ten rounds, each binding, emitting and JIT-compiling new kernels from all threads."""
+    _compile_and_call_from_threads(ROUNDS, fresh_every_round=True)
 
 
 def test_first_calls_of_a_backend_kernel_from_eight_threads_agree() -> None:
