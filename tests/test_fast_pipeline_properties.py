@@ -18,6 +18,7 @@ import helion
 import pytest
 import torch
 from examples_util import load_example_by_name, register_cpu_matmul_dtype_overloads
+from kernels import math_kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -115,3 +116,17 @@ def test_flash_attention_matches_the_plain_pipeline(heads, seq_q, seq_k, head_di
     args = (q, k, v, 1.0 / math.sqrt(head_dim))
     fast, plain = _both(_with_config("attention", block_sizes=[1, block_m, block_n]), args, threads)
     torch.testing.assert_close(fast, plain, **CLOSE)
+
+
+@settings(max_examples=8)
+@given(rows=st.integers(1, 70), cols=st.integers(1, 200), blocks=st.tuples(POW2, POW2), threads=THREADS,
+       name=st.sampled_from(sorted(math_kernels.KERNELS)), scale=st.sampled_from([0.01, 1.0, 30.0, 1e4]),
+       dtype=st.sampled_from([torch.float32, torch.bfloat16]))
+def test_math_functions_match_the_plain_pipeline(rows, cols, blocks, threads, name, scale, dtype) -> None:
+    """Vector math (libmvec calls, polynomials) against the plain pipeline's scalar libm
+    calls: a few float32 ulps apart, or a bf16 rounding where that moves a result."""
+    x = (scale * _randn(rows, cols, seed=14)).to(dtype)
+    kernel = helion.kernel(math_kernels.KERNELS[name], config=helion.Config(block_sizes=list(blocks)))
+    fast, plain = _both(kernel, (x,), threads)
+    close = CLOSE if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(fast, plain, **close)

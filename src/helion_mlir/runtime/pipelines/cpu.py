@@ -32,9 +32,11 @@ so a failed check raises instead of aborting the process.
 several consumers are copied into each; elementwise chains are fused;
 ``acc + matmul(...)`` accumulates in place; unit dimensions are folded; linalg ops are
 tiled to register-sized pieces and vectorized, each row reduction ending in one vector
-reduction. Bufferization writes the destination arguments in place (``in_place``), keeps
-one buffer per loop-carried tensor, computes empty tensors in their destination, hoists
-allocations out of sequential loops and puts small fixed-size ones on the stack.
+reduction; math on vectors becomes polynomials or calls of glibc's vector functions
+(docs/cpu-math.md). Bufferization writes the destination arguments in place
+(``in_place``), keeps one buffer per loop-carried tensor, computes empty tensors in their
+destination, hoists allocations out of sequential loops and puts small fixed-size ones on
+the stack.
 ``scf.forall`` becomes ``scf.parallel`` and then OpenMP (``threads`` workers taking tiles
 one at a time; with one thread the loops stay sequential), vector ops are lowered with
 the host's vector features, contractions as outer products (FMAs).
@@ -54,6 +56,7 @@ from ..rewrites.bf16_truncation import define_bf16_truncation
 from ..rewrites.carried_buffers import store_yields_in_carried_buffers
 from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
 from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
+from ..rewrites.libm_expm1 import call_libm_for_expm1
 from ..rewrites.low_precision_floats import emulate_low_precision_floats
 from ..rewrites.polynomial_exp import expand_exponentials
 from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
@@ -62,6 +65,7 @@ from ..rewrites.restrict_fresh_buffers import mark_fresh_buffers_restrict
 from ..rewrites.single_element_stores import store_single_elements_in_place
 from ..rewrites.stack_buffers import promote_small_buffers_to_stack
 from ..rewrites.tile_parallel import parallelize_tile_loops
+from ..rewrites.vector_math import lower_vector_math
 from ..rewrites.vectorize_tiles import vectorize_tiles
 from .module_lowering import ModuleLowering
 from .options import Pipeline
@@ -152,6 +156,10 @@ _DEALLOCATE_TO_LOOPS: tuple[Step, ...] = (
 
 _SCF_TO_CF = passes("func.func(lower-affine)", "convert-scf-to-cf", "expand-strided-metadata", "lower-affine")
 
+# log1p through libm: approximated, it is log(1 + x), 0 for |x| < 6e-8 (expm1 likewise is
+# exp(x) - 1, with no option; call_libm_for_expm1 runs first).
+_MATH_TO_LLVM = "func.func(convert-math-to-llvm{approximate-log1p=false})"
+
 LAST_STAGE: tuple[Step, ...] = (
     *passes(
         "convert-arith-to-llvm",
@@ -186,7 +194,8 @@ PLAIN: tuple[Step, ...] = (
     boundary(ModuleLowering.return_on_failed_checks, when=CHECKED),
     *passes("convert-vector-to-llvm", "finalize-memref-to-llvm"),
     *_BF16_IN_F32,
-    *passes("func.func(convert-math-to-llvm)", "convert-math-to-libm"),
+    rewrite(call_libm_for_expm1),
+    *passes(_MATH_TO_LLVM, "convert-math-to-libm"),
     *LAST_STAGE,
 )
 
@@ -204,6 +213,9 @@ FAST: tuple[Step, ...] = (
     *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
     rewrite(vectorize_tiles),
     rewrite(reduce_across_lanes),
+    # Vector math as polynomials or glibc's vector functions, half-precision math in f32 first.
+    *passes("func.func(math-extend-to-supported-types{target-type=f32})"),
+    rewrite(lower_vector_math),
     *passes(
         "func.func(linalg-generalize-named-ops)",  # named ops left unvectorized (their bodies may be rewritten later)
         "func.func(lower-affine)",
@@ -233,9 +245,10 @@ FAST: tuple[Step, ...] = (
     # Before the vector lowering: these passes and the libm conversion (which unrolls
     # vector math calls) create vector ops.
     *_BF16_IN_F32,
+    rewrite(call_libm_for_expm1),
     *passes(
         "convert-math-to-funcs",  # integer powers as loops: llvm.powi would call compiler-rt
-        "func.func(convert-math-to-llvm)",
+        _MATH_TO_LLVM,
         "convert-math-to-libm",
         "convert-vector-to-llvm{enable-x86 vector-contract-lowering=outerproduct "
         "vector-transpose-lowering=shuffle16x16 reassociate-fp-reductions}",

@@ -18,6 +18,12 @@ NaN. Measured against float64: at most 2 ulp over the f32 range (see the tests).
 Upstream has the same kind of approximation (the math dialect's
 ``populateMathPolynomialApproximationPatterns``), but the bundled MLIR exposes it through
 no pass and no transform op.
+
+:class:`Builder` and :func:`exp` / :func:`exp2` are shared with the polynomials of
+:mod:`.polynomial_math` and the vector math lowering (:mod:`.vector_math`), which builds
+them on vectors after vectorization. Integers come out of floats there through the
+exponent bits of ``v + 1.5 * 2^23`` (:meth:`Builder.rounded`), never ``fptosi``, which LLVM
+makes poison for NaN and infinities.
 """
 
 from __future__ import annotations
@@ -30,16 +36,20 @@ from torch_mlir.dialects import math as mmath
 
 from .ir_walk import defining_op, ops_where
 
-__all__ = ["expand_exponentials"]
+__all__ = ["EXP_OVERFLOW", "LN2_HI", "LN2_LO", "LOG2E", "Builder", "exp", "exp2", "exp_minus_one_near_zero",
+           "expand_exponentials"]
 
-_LOG2E = 1.4426950408889634
-_LN2_HI = 0.693359375  # ln 2 = _LN2_HI + _LN2_LO; _LN2_HI has 9 significant bits, so n * _LN2_HI is exact
-_LN2_LO = -2.12194440e-4
+LOG2E = 1.4426950408889634
+LN2_HI = 0.693359375  # ln 2 = LN2_HI + LN2_LO; LN2_HI has 9 significant bits, so n * LN2_HI is exact
+LN2_LO = -2.12194440e-4
 # Minimax coefficients of (e^r - 1 - r) / r^2 on [-ln2/2, ln2/2], highest degree first.
 _POLYNOMIAL = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+EXP_OVERFLOW = 88.72283935546875  # largest x with e^x below the largest f32 (rounded)
+_ROUNDING_SHIFT = 12582912.0  # 1.5 * 2^23: adding it rounds |v| < 2^22 to an integer
+_ROUNDING_SHIFT_BITS = 0x4B400000  # its f32 bit pattern, to which the integer is added
 
 
-class _Builder:
+class Builder:
     """Constants and integer views for one f32 scalar or vector type."""
 
     def __init__(self, float_type: ir.Type) -> None:
@@ -60,35 +70,57 @@ class _Builder:
         """2^n for integral n in [-126, 127], from the exponent bits."""
         return arith.bitcast(self.float, arith.shli(arith.addi(n, self.i(127)), self.i(23)))
 
+    def bits(self, value: ir.Value) -> ir.Value:
+        return arith.bitcast(self.int, value)
 
-def _scaled_exp(b: _Builder, n: ir.Value, r: ir.Value) -> ir.Value:
+    def horner(self, coefficients: tuple[float, ...], x: ir.Value) -> ir.Value:
+        """The polynomial with ``coefficients`` (highest degree first) at ``x``."""
+        y = self.f(coefficients[0])
+        for coefficient in coefficients[1:]:
+            y = mmath.fma(y, x, self.f(coefficient))
+        return y
+
+    def rounded(self, value: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """(the integer nearest ``value`` as a float, the same as an i32) for |value| < 2^22.
+
+        Adding 1.5 * 2^23 rounds to an integer, which then sits in the low mantissa bits.
+        """
+        shifted = arith.addf(value, self.f(_ROUNDING_SHIFT))
+        return arith.subf(shifted, self.f(_ROUNDING_SHIFT)), arith.subi(self.bits(shifted), self.i(_ROUNDING_SHIFT_BITS))
+
+
+def exp_minus_one_near_zero(b: Builder, r: ir.Value) -> ir.Value:
+    """e^r - 1 for |r| <= ln2 / 2: r + r^2 P(r)."""
+    return mmath.fma(b.horner(_POLYNOMIAL, r), arith.mulf(r, r), r)
+
+
+def _scaled_exp(b: Builder, n: ir.Value, r: ir.Value) -> ir.Value:
     """e^r * 2^n; n integral in [-151, 128]: the scale goes in two halves, each a normal f32."""
-    y = b.f(_POLYNOMIAL[0])
-    for coefficient in _POLYNOMIAL[1:]:
-        y = mmath.fma(y, r, b.f(coefficient))
-    y = arith.addf(mmath.fma(y, arith.mulf(r, r), r), b.f(1.0))
+    y = arith.addf(exp_minus_one_near_zero(b, r), b.f(1.0))
     whole = arith.fptosi(b.int, n)
     half = arith.shrsi(whole, b.i(1))
     rest = arith.subi(whole, half)
     return arith.mulf(arith.mulf(y, b.power_of_two(half)), b.power_of_two(rest))
 
 
-def _edges(b: _Builder, x: ir.Value, value: ir.Value, underflow: float, overflow: float) -> ir.Value:
+def _edges(b: Builder, x: ir.Value, value: ir.Value, underflow: float, overflow: float) -> ir.Value:
     """0 below ``underflow``, +inf above ``overflow``, NaN for NaN."""
     value = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, b.f(underflow)), b.f(0.0), value)
     value = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, x, b.f(overflow)), b.f(math.inf), value)
     return arith.select(arith.cmpf(arith.CmpFPredicate.UNO, x, x), x, value)
 
 
-def _exp(b: _Builder, x: ir.Value) -> ir.Value:
+def exp(b: Builder, x: ir.Value) -> ir.Value:
+    """e^x, every f32 (see the module docstring)."""
     clamped = arith.minimumf(arith.maximumf(x, b.f(-104.0)), b.f(89.0))
-    n = mmath.roundeven(arith.mulf(clamped, b.f(_LOG2E)))
-    r = mmath.fma(n, b.f(-_LN2_HI), clamped)
-    r = mmath.fma(n, b.f(-_LN2_LO), r)
-    return _edges(b, x, _scaled_exp(b, n, r), -104.0, 88.72283935546875)
+    n = mmath.roundeven(arith.mulf(clamped, b.f(LOG2E)))
+    r = mmath.fma(n, b.f(-LN2_HI), clamped)
+    r = mmath.fma(n, b.f(-LN2_LO), r)
+    return _edges(b, x, _scaled_exp(b, n, r), -104.0, EXP_OVERFLOW)
 
 
-def _exp2(b: _Builder, x: ir.Value) -> ir.Value:
+def exp2(b: Builder, x: ir.Value) -> ir.Value:
+    """2^x, every f32."""
     clamped = arith.minimumf(arith.maximumf(x, b.f(-151.0)), b.f(129.0))
     n = mmath.roundeven(clamped)
     r = arith.mulf(arith.subf(clamped, n), b.f(math.log(2.0)))  # clamped - n is exact
@@ -117,12 +149,12 @@ def expand_exponentials(module: ir.Module) -> int:
 
     found = ops_where(module, exponential)
     for op in found:
-        b = _Builder(op.results[0].type)
+        b = Builder(op.results[0].type)
         with ir.InsertionPoint(op), op.location:
             if op.name == "math.exp":
-                value = _exp(b, op.operands[0])
+                value = exp(b, op.operands[0])
             else:
-                value = _exp2(b, op.operands[-1])
+                value = exp2(b, op.operands[-1])
         op.results[0].replace_all_uses_with(value)
         op.erase()
     return len(found)
