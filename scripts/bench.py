@@ -19,6 +19,9 @@
 * Memory while compiling hundreds of configs of one kernel, as an autotuner does
   (``scripts/compile_memory.py``, in a process of its own); ``--only compile-memory``
   measures just that and replaces its section and its summary row.
+* CPU math functions at 4096x1024 against torch eager and Inductor, and a fused residual
+  add + RMS norm + GELU kernel (``scripts/math_costs.py``, in a process of its own);
+  ``--only math`` measures just that and replaces its section.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 
 from compile_memory import SUMMARY_PREFIX, render_compile_memory, summary_row  # noqa: E402  (needs the paths above)
 from exec_costs import render_execution  # noqa: E402
+from math_costs import render_math  # noqa: E402
 from tune_costs import SECTION as TUNING_SECTION  # noqa: E402
 from tune_costs import render_tuning  # noqa: E402
 
@@ -73,6 +77,13 @@ def _measured_in_own_process(module: str, function: str) -> dict:
 
 def execution_costs() -> dict:
     return _measured_in_own_process("exec_costs", "measure_execution")
+
+
+# Sections measured in processes of their own, each also alone with --only <key>.
+SECTIONS = {
+    "math": ("math functions against Inductor",
+             lambda: render_math(_measured_in_own_process("math_costs", "measure_math"))),
+}
 
 
 def compile_memory() -> dict:
@@ -365,12 +376,18 @@ def render(imports: list[dict], rows: list[dict], all_seconds: float, first: dic
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=DOC)
-    parser.add_argument("--only", choices=["execution", "tuning", "compile-memory"],
+    parser.add_argument("--only", choices=["execution", "tuning", "compile-memory", *SECTIONS],
                         help="measure only this section and replace it in the existing output")
     options = parser.parse_args()
     if options.only == "compile-memory":
         print("measuring memory while compiling many configs...", file=sys.stderr)
         options.output.write_text(with_compile_memory(options.output.read_text(), compile_memory()))
+        print(f"updated {options.output}", file=sys.stderr)
+        return
+    if options.only in SECTIONS:
+        what, measure = SECTIONS[options.only]
+        print(f"measuring {what}...", file=sys.stderr)
+        options.output.write_text(replace_section(options.output.read_text(), measure()))
         print(f"updated {options.output}", file=sys.stderr)
         return
     if options.only == "tuning":
@@ -396,6 +413,9 @@ def main() -> None:
     print("measuring emission and execution of every example...", file=sys.stderr)
     rows, all_seconds = emission_and_execution()
     document = replace_section(render(imports, rows, all_seconds, first, sharing, memory), execution)
+    for what, measure in SECTIONS.values():
+        print(f"measuring {what}...", file=sys.stderr)
+        document = replace_section(document, measure())
     kept = section_of(options.output.read_text(), TUNING_SECTION) if options.output.exists() else None
     if kept is not None:
         document = replace_section(document, kept)

@@ -1,5 +1,6 @@
-"""docs/benchmarks.md's execution section says which targets are met and, for a missed
-one, whether per-core code or parallel scaling bounds it (scripts/exec_costs.py)."""
+"""docs/benchmarks.md's execution and math sections say which targets are met and, for a
+missed one, whether per-core code or parallel scaling bounds it (scripts/exec_costs.py,
+scripts/math_costs.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from exec_costs import render_execution  # noqa: E402
+from math_costs import render_math  # noqa: E402
 
 
 def _row(name: str, ratio: float, one_thread: float, target: float | None, unit: str = "GB/s") -> dict:
@@ -55,3 +57,19 @@ def test_met_targets_carry_no_explanation() -> None:
     text = render_execution(data)
     assert "missed" not in text and "misses its target" not in text
     assert "| tiny-kernel call overhead <= 20 us above eager | 10.0 us | met |" in text
+
+
+def _math_row(name: str, ratio: float, one_thread: float) -> dict:
+    return dict(name=name, ours_s=0.002 * ratio, eager_s=0.003, inductor_s=0.002, ratio=ratio, eager_ratio=0.7,
+                one_thread_ratio=one_thread, inductor_compile_s=4.0, error=2e-7, inductor_error=3e-7)
+
+
+def test_math_section_marks_functions_past_the_inductor_target_with_what_bounds_them() -> None:
+    data = dict(threads=2, rows=[_math_row("erf", 1.05, 1.0), _math_row("sin", 1.4, 1.35), _math_row("tanh", 1.3, 1.1)],
+                fused=_math_row("residual add + RMS norm + GELU (erf)", 1.5, 1.5))
+    text = render_math(data)
+    assert "| each math function at 4096x1024 f32 <= 1.2x | 1.40x (sin) | missed |" in text
+    assert "| erf | 2.10 | 3.00 | 2.00 | 1.05 | <= 1.2x: met |" in text
+    assert "sin misses its target (1.40x): per core it is also slower, so the vector code bounds it." in text
+    assert "tanh misses its target (1.30x): per core it is within the target (1.10x)" in text
+    assert "erf misses" not in text and "RMS norm + GELU (erf) misses" not in text

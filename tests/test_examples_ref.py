@@ -150,6 +150,7 @@ GRAPH_KINDS = {
 # an atomic.
 EXPECTED: dict[str, set[str]] = {
     "add": {"aten.add.Tensor"},
+    "add_rms_norm_gelu": {"aten.add.Tensor", "aten.mean.dim", "aten.rsqrt.default", "_gelu_tanh_approx._gelu_erf"},
     "alibi_bias": {"prims.iota.default", "tile_ops.tile_begin", "tile_ops.tile_index", "aten.abs.default"},
     "argmax_reduce": {
         "HelperFunctionGraphInfo", "ForLoopGraphInfo", "reduce_ops._reduce",
