@@ -120,13 +120,15 @@ def test_flash_attention_matches_the_plain_pipeline(heads, seq_q, seq_k, head_di
 
 @settings(max_examples=8)
 @given(rows=st.integers(1, 70), cols=st.integers(1, 200), blocks=st.tuples(POW2, POW2), threads=THREADS,
-       name=st.sampled_from(sorted(math_kernels.KERNELS)), scale=st.sampled_from([0.01, 1.0, 30.0, 1e4]),
-       dtype=st.sampled_from([torch.float32, torch.bfloat16]))
-def test_math_functions_match_the_plain_pipeline(rows, cols, blocks, threads, name, scale, dtype) -> None:
-    """Vector math (libmvec calls, polynomials) against the plain pipeline's scalar libm
-    calls: a few float32 ulps apart, or a bf16 rounding where that moves a result."""
+       name=st.sampled_from(sorted(math_kernels.KERNELS)), scale=st.sampled_from([0.01, 1.0, 30.0, 1e4, 1e6]),
+       dtype=st.sampled_from([torch.float32, torch.bfloat16]), static_shapes=st.booleans())
+def test_math_functions_match_the_plain_pipeline(rows, cols, blocks, threads, name, scale, dtype, static_shapes) -> None:
+    """Vector math (polynomials, libmvec calls; masked rows with static_shapes=False)
+    against the plain pipeline's scalar libm calls: a few float32 ulps apart, or a bf16
+    rounding where that moves a result."""
     x = (scale * _randn(rows, cols, seed=14)).to(dtype)
-    kernel = helion.kernel(math_kernels.KERNELS[name], config=helion.Config(block_sizes=list(blocks)))
+    kernel = helion.kernel(math_kernels.KERNELS[name], config=helion.Config(block_sizes=list(blocks)),
+                           static_shapes=static_shapes)
     fast, plain = _both(kernel, (x,), threads)
     close = CLOSE if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(fast, plain, **close)

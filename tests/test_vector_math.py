@@ -78,9 +78,11 @@ def test_every_function_becomes_vector_code_without_scalar_libm_calls() -> None:
 @needs_libmvec
 def test_sin_and_cos_call_the_library_only_for_vectors_with_a_large_argument() -> None:
     text = lower_module(unary_module(4096, ["sin"]), "unary", threads=1)
-    # |x| > 2^19 in any lane: a branch to the library's reduction, else the polynomial
+    # |x| > 2^19 in any lane (lanes frozen: masked reads pad with poison): a branch to the
+    # library's reduction, else the polynomial
     run_filecheck(text, f"""
-        // CHECK: %[[ANY:.*]] = "llvm.intr.vector.reduce.or"(%{{{{.*}}}}) : (vector<{{{{[0-9]+}}}}xi1>) -> i1
+        // CHECK: %[[FROZEN:.*]] = llvm.freeze %{{{{.*}}}} : vector<{{{{[0-9]+}}}}xi1>
+        // CHECK-NEXT: %[[ANY:.*]] = "llvm.intr.vector.reduce.or"(%[[FROZEN]]) : (vector<{{{{[0-9]+}}}}xi1>) -> i1
         // CHECK-NEXT: llvm.cond_br %[[ANY]], ^[[LIBRARY:.*]], ^[[POLYNOMIAL:[a-z0-9]*]]
         // CHECK: ^[[LIBRARY]]:
         // CHECK-NEXT: llvm.shufflevector

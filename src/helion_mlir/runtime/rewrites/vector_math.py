@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import torch
 from torch_mlir import ir
-from torch_mlir.dialects import arith, func, scf, ub, vector
+from torch_mlir.dialects import arith, func, llvm, scf, ub, vector
 from torch_mlir.dialects import math as mmath
 
 from . import polynomial_math
@@ -173,9 +173,10 @@ def _trigonometric(op: ir.Operation, b: Builder) -> ir.Value:
     x = op.operands[0]
     polynomial = polynomial_math.sin_or_cos(b, x, cosine=op.name == "math.cos")
     beyond = arith.cmpf(arith.CmpFPredicate.OGT, mmath.absf(x), b.f(polynomial_math.TRIG_REDUCTION_LIMIT))
-    lanes = math.prod(x.type.shape)
-    flat = flattened(beyond, lanes)
-    any_beyond = vector.reduction(ir.IntegerType.get_signless(1), ir.Attribute.parse("#vector.kind<or>"), flat)
+    # Lanes past the end of a row of run-time length are the padding of a masked read,
+    # poison: frozen, so that the branch never depends on poison (LLVM: undefined behaviour).
+    frozen = llvm.freeze(flattened(beyond, math.prod(x.type.shape)))
+    any_beyond = vector.reduction(ir.IntegerType.get_signless(1), ir.Attribute.parse("#vector.kind<or>"), frozen)
     branch = scf.IfOp(any_beyond, [x.type], has_else=True)
     with ir.InsertionPoint(branch.then_block):
         exact = ir.Operation.create(op.name, results=[x.type], operands=[x]).result
