@@ -213,6 +213,21 @@ def test_matmul_tiles_are_register_blocks_of_fmas() -> None:
     """)
 
 
+@pytest.mark.skipif(not host_vector_shape().bf16_pairs, reason="the CPU lacks AVX512-BF16")
+def test_bf16_matmul_tiles_are_avx512_bf16_dot_products_of_k_pairs() -> None:
+    a, b = torch.randn(128, 128).bfloat16(), torch.randn(128, 128).bfloat16()
+    text = _example_module("matmul_bf16", (a, b), block_sizes=[64, 64, 64])
+    # B's rows k and k+1 interleaved into (k, k+1) pairs, A's pair broadcast as one i32;
+    # no f32 FMAs left (the generic lowering's, on operands extended to f32)
+    run_filecheck(lower_module(text, "matmul_bf16", threads=1, in_place=True), """
+        // CHECK-LABEL: llvm.func @matmul_bf16(
+        // CHECK: llvm.shufflevector {{.*}} [0, 16, 1, 17, 2, 18, {{.*}}] : vector<16xbf16>
+        // CHECK: llvm.bitcast {{.*}} : vector<16xi32> to vector<32xbf16>
+        // CHECK: llvm.call_intrinsic "llvm.x86.avx512bf16.dpbf16ps.512"({{.*}}) : (vector<16xf32>, vector<32xbf16>, vector<32xbf16>) -> vector<16xf32>
+        // CHECK-NOT: llvm.intr.fmuladd
+    """)
+
+
 # ------------------------------------------------------------------ exp / exp2
 EXPONENTIALS = """
 #id = affine_map<(d0) -> (d0)>

@@ -107,6 +107,19 @@ def test_matmul_tiles_match_the_plain_pipeline(m, k, n, blocks, threads) -> None
     torch.testing.assert_close(fast, plain, rtol=1e-5, atol=1e-4)
 
 
+@settings(max_examples=5)
+@given(m=st.integers(1, 100), k=st.integers(1, 100), n=st.integers(1, 100),
+       blocks=st.tuples(st.sampled_from([8, 16, 64]), st.sampled_from([16, 32, 64]), st.sampled_from([8, 16, 64])),
+       threads=THREADS)
+def test_bf16_matmul_tiles_match_the_plain_pipeline(m, k, n, blocks, threads) -> None:
+    """bf16 operands, f32 accumulation (AVX512-BF16 dot products of k pairs where the host
+    has them): the same bf16 result but for a rounding moved by another summation order."""
+    x, y = _randn(m, k, seed=15).bfloat16(), _randn(k, n, seed=16).bfloat16()
+    fast, plain = _both(_with_config("matmul_bf16", block_sizes=list(blocks)), (x, y), threads)
+    torch.testing.assert_close(fast, plain, rtol=1e-2, atol=1e-2)
+    torch.testing.assert_close(fast, (x.double() @ y.double()).bfloat16(), rtol=1e-2, atol=1e-2)
+
+
 @settings(max_examples=3)
 @given(heads=st.integers(1, 3), seq_q=st.integers(1, 70), seq_k=st.integers(1, 70),
        head_dim=st.sampled_from([16, 32]), block_m=st.sampled_from([16, 32]), block_n=st.sampled_from([16, 32]),

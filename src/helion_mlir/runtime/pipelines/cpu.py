@@ -32,8 +32,9 @@ so a failed check raises instead of aborting the process.
 several consumers are copied into each; elementwise chains are fused;
 ``acc + matmul(...)`` accumulates in place; unit dimensions are folded; linalg ops are
 tiled to register-sized pieces and vectorized, each row reduction ending in one vector
-reduction; math on vectors becomes polynomials or calls of glibc's vector functions
-(docs/cpu-math.md). Bufferization writes the destination arguments in place
+reduction, bf16 matmuls on AVX512-BF16 dot products of k pairs; math on vectors
+becomes polynomials or calls of glibc's vector functions (docs/cpu-math.md).
+Bufferization writes the destination arguments in place
 (``in_place``), keeps one buffer per loop-carried tensor, computes empty tensors in their
 destination, hoists allocations out of sequential loops and puts small fixed-size ones on
 the stack.
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 from ...output_type import TORCH_BACKEND_PIPELINE, OutputType
 from ..rewrites.alloca_scopes import inline_alloca_scopes
+from ..rewrites.bf16_dot_products import pair_bf16_dot_products
 from ..rewrites.bf16_memory_as_i16 import move_bf16_through_memory_as_i16
 from ..rewrites.bf16_truncation import define_bf16_truncation
 from ..rewrites.carried_buffers import store_yields_in_carried_buffers
@@ -212,6 +214,7 @@ FAST: tuple[Step, ...] = (
     rewrite(fold_add_into_matmul),
     *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
     rewrite(vectorize_tiles),
+    rewrite(pair_bf16_dot_products),
     rewrite(reduce_across_lanes),
     # Vector math as polynomials or glibc's vector functions, half-precision math in f32 first.
     *passes("func.func(math-extend-to-supported-types{target-type=f32})"),

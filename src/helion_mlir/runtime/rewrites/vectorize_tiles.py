@@ -11,7 +11,9 @@ bundled MLIR. Every linalg op gets a plan by its iteration space:
   (:mod:`.reduce_across_lanes` makes it a tree of shuffles rather than a chain);
 * matmul / batch matmul: an ``MR x NR`` block of the result kept in registers while a loop
   over ``k`` adds one outer product per step (``vector.contract`` lowered to FMAs); the
-  accumulator's load and store are hoisted out of that loop.
+  accumulator's load and store are hoisted out of that loop. bf16 operands with an f32
+  result take ``k`` two at a time where the host has AVX512-BF16 (:attr:`VectorShape.bf16_pairs`),
+  for its dot product of pairs (:mod:`.bf16_dot_products`).
 
 With a dynamic loop range (``static_shapes=False``), outer loops are still tiled by 1 and
 a dynamic innermost loop by :attr:`VectorShape.elements`; the vector ops get explicit
@@ -42,6 +44,7 @@ from torch_mlir import ir
 from torch_mlir.dialects.transform import interpreter
 
 from ...mlir_types import LOW_PRECISION_FLOATS
+from .bf16_dot_products import host_has_bf16_dot
 from .ir_walk import indexing_maps, is_plain_contraction, iterator_types
 
 __all__ = ["VectorShape", "host_vector_shape", "vectorize_tiles"]
@@ -58,13 +61,15 @@ class VectorShape:
     elements: int  # elements an elementwise step handles (a few registers)
     mr: int  # rows of a matmul register block
     nr: int  # columns of a matmul register block
+    bf16_pairs: bool = False  # bf16 contractions reduce pairs (AVX512-BF16's dot product, .bf16_dot_products)
 
 
 @functools.cache
 def host_vector_shape() -> VectorShape:
     capability = torch.backends.cpu.get_cpu_capability()
     if capability.startswith("AVX512"):
-        return VectorShape(lanes=16, elements=64, mr=8, nr=32)  # 16 of 32 zmm registers accumulate
+        # 16 of 32 zmm registers accumulate
+        return VectorShape(lanes=16, elements=64, mr=8, nr=32, bf16_pairs=host_has_bf16_dot())
     if capability.startswith("AVX2"):
         return VectorShape(lanes=8, elements=32, mr=4, nr=16)  # 8 of 16 ymm registers accumulate
     return VectorShape(lanes=4, elements=16, mr=4, nr=8)
@@ -120,9 +125,11 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
         lhs, rhs = op.operands[0].type, op.operands[1].type
         if not (lhs.has_static_shape and rhs.has_static_shape) or _half(op.results[0].type.element_type):
             return None
-        m, n = lhs.shape[-2], rhs.shape[-1]
+        m, n, k = lhs.shape[-2], rhs.shape[-1], lhs.shape[-1]
         batch = (1,) * (lhs.rank - 2)
-        return ("tile", batch + (_divisor_at_most(m, shape.mr), _divisor_at_most(n, shape.nr), 1), (), ())
+        pairs = shape.bf16_pairs and k % 2 == 0 and all(_bf16(v.type.element_type) for v in op.operands[:2])
+        return ("tile", batch + (_divisor_at_most(m, shape.mr), _divisor_at_most(n, shape.nr), 2 if pairs else 1),
+                (), ())
     if op.name != "linalg.generic" or not all(_simple_map(m) for m in indexing_maps(op)):
         return None
     ranges = _loop_ranges(op)
@@ -181,6 +188,10 @@ def _uses_low_precision_floats(op: ir.Operation) -> bool:
 
 def _half(type_: ir.Type) -> bool:
     return isinstance(type_, (ir.F16Type, ir.BF16Type))
+
+
+def _bf16(type_: ir.Type) -> bool:
+    return isinstance(type_, ir.BF16Type)
 
 
 def _run_transform(module: ir.Module, body: str) -> None:
