@@ -102,11 +102,12 @@ def binary_grid() -> dict[tuple[str, str], float]:
 
 
 def render(worst: Worst, binary: dict[tuple[str, str], float], step: int) -> str:
-    inputs = "every float32" if step == 1 else f"every {step}th float32 bit pattern"
+    command = "scripts/math_accuracy.py" + ("" if step == 1 else f" --step {step}")
+    inputs = "every float32" if step == 1 else f"one float32 bit pattern in {step}"
     lines = [
         SECTION,
         "",
-        f"`scripts/math_accuracy.py`, {inputs} (and the edge cases of tests/math_sweep.py); pow and",
+        f"`{command}`, {inputs} (and the edge cases of tests/math_sweep.py); pow and",
         "atan2 over every pair of 2006 values of both signs and all magnitudes, zeros, infinities and",
         "NaN included. The largest error in float32 ulps of the exact result (torch's float64",
         "functions); a NaN or infinity where the exact result is neither, or the reverse, counts as an",
