@@ -73,10 +73,15 @@ def test_the_tanh_form_of_half_precision_is_computed_in_float32_and_rounded_once
     x = (torch.randn(64, 256, generator=torch.Generator().manual_seed(5)) * 3).to(dtype)
     got = compile_kernel(gelu_tanh.bind((x,)))(x)
     want = F.gelu(x, approximate="tanh")  # torch: float32 inside, one rounding
-    # The float32 results differ from torch's by a few float32 ulps (another tanh; near
-    # x = -5, 1 + tanh cancels to a few float32 ulps of 1), which moves a rounding to the
-    # half type only where it is nearly a tie.
-    assert (got != want).float().mean() < 0.01
+    # The float32 results differ from torch's by a few float32 ulps (another tanh), which
+    # moves a rounding to the half type only where it is nearly a tie; below x = -3,
+    # 1 + tanh cancels to a few float32 ulps, where torch's own result and this one each
+    # differ from the exact formula's in about 5% of the elements: there, no farther from
+    # the exact formula than torch.
+    plain = x.float() >= -3
+    assert (got != want)[plain].float().mean() < 0.01
+    exact = F.gelu(x.double(), approximate="tanh")
+    assert (got.double() - exact).abs().max() <= (want.double() - exact).abs().max()
     torch.testing.assert_close(got, want, rtol=torch.finfo(dtype).eps, atol=1e-6)
 
 
