@@ -22,6 +22,11 @@
 * CPU math functions at 4096x1024 against torch eager and Inductor, and a fused residual
   add + RMS norm + GELU kernel (``scripts/math_costs.py``, in a process of its own);
   ``--only math`` measures just that and replaces its section.
+* Example kernels at realistic sizes (norms, softmaxes, losses, MLP activations, rotary
+  embedding, attention, matmuls with epilogues, bf16 matmul) against torch eager and
+  Inductor, with the share of the copy bandwidth and the softmax block-size sweep
+  (``scripts/inductor_costs.py``, in a process of its own); ``--only inductor`` measures
+  just that and replaces its section.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ DOC = ROOT / "docs" / "benchmarks.md"
 
 from compile_memory import SUMMARY_PREFIX, render_compile_memory, summary_row  # noqa: E402  (needs the paths above)
 from exec_costs import render_execution  # noqa: E402
+from inductor_costs import render_inductor  # noqa: E402
 from math_costs import render_math  # noqa: E402
 from tune_costs import SECTION as TUNING_SECTION  # noqa: E402
 from tune_costs import render_tuning  # noqa: E402
@@ -83,6 +89,8 @@ def execution_costs() -> dict:
 SECTIONS = {
     "math": ("math functions against Inductor",
              lambda: render_math(_measured_in_own_process("math_costs", "measure_math"))),
+    "inductor": ("examples at realistic sizes against Inductor",
+                 lambda: render_inductor(_measured_in_own_process("inductor_costs", "measure_against_inductor"))),
 }
 
 

@@ -11,6 +11,7 @@ and that reference compiled. Run it in a process of its own: it sets torch's thr
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -117,7 +118,7 @@ def measure_math(threads: int = 2, rounds: int = 5, budget: float = 0.2) -> dict
     args = (torch.randn(4096, 1024), torch.randn(4096, 1024), weight, 1e-6)
     fused_row = _row("residual add + RMS norm + GELU (erf)", fused.KERNEL, args, fused.reference, threads, rounds,
                      budget)
-    return dict(threads=threads, rows=rows, fused=fused_row)
+    return dict(threads=threads, rows=rows, fused=fused_row, load=os.getloadavg()[0])
 
 
 def _verdict(ratio: float) -> str:
@@ -144,7 +145,8 @@ def render_math(data: dict[str, Any]) -> str:
         "medians over rounds of the within-round ratio. Inputs: `torch.randn(4096, 1024)`, or its",
         "absolute value + 0.1 where the function needs positive arguments. `one thread` is the ratio to",
         "Inductor with both on one thread. `max abs error` is against the float64 result of the same",
-        "function, ours and Inductor's.",
+        "function, ours and Inductor's." + (f" Load average of the shared machine at the end: {data['load']:.1f} "
+                                              "on 2 cores." if "load" in data else ""),
         "",
         "| function | compiled (ms) | eager (ms) | Inductor (ms) | ratio to Inductor | target | ratio to eager "
         "| one thread | Inductor compile (s) | max abs error (ours / Inductor) |",

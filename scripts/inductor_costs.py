@@ -1,0 +1,270 @@
+"""Example kernels at realistic sizes: compiled kernels beside torch eager and Inductor.
+
+``measure_against_inductor()`` compiles examples from ``examples/`` at the sizes people run
+them (4096x1024 norms, softmaxes and losses, 4096x2048 MLP activations, attention with
+batch 4, 8 heads, 1024 positions, 1024^3 matmuls with their epilogues, in f32 and bf16)
+with the fast pipeline, and times each beside its eager reference and that reference
+compiled by ``torch.compile`` (Inductor's C++ code; compile time excluded, reported
+apart), all three in one process on the same thread count, in alternating rounds. For the
+memory-bound kernels, the fraction of the machine's copy bandwidth their bytes reach (a
+copy of as many bytes timed in the same rounds); for each, the ratio with both sides on one thread (per core, apart from scaling).
+Also: row softmax at every block size from 1 to 64 rows, ratio to eager per round, to
+show what the block size and the run-to-run spread do to it. Run it in a process of its
+own: it sets torch's thread count.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import helion
+import torch
+import torch.nn.functional as F
+from examples_util import load_example_by_name
+from exec_costs import measure_peaks
+from math_costs import _timed
+
+from helion_mlir.runtime.compiled_kernel import compile_kernel
+
+__all__ = ["measure_against_inductor", "render_inductor", "SECTION"]
+
+SECTION = "## Examples at realistic sizes against Inductor (fast pipeline)"
+MAX_TO_INDUCTOR = 1.5  # no kernel above this ratio to Inductor
+GEOMEAN_TO_INDUCTOR = 1.0  # geometric mean of the ratios to Inductor
+MAX_TO_EAGER = 1.2  # no kernel above this ratio to eager
+BANDWIDTH_SHARE = 0.7  # memory-bound kernels: fraction of the measured copy bandwidth
+SOFTMAX_BLOCKS = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass
+class Case:
+    name: str
+    example: str
+    blocks: list[int]
+    args: tuple[Any, ...]
+    eager: Callable[..., Any]
+    work: float  # bytes that must move (memory-bound) or FLOPs (compute-bound)
+    memory_bound: bool
+    note: str = ""  # what the emitted code shows about this kernel's bound, said when it misses a target
+
+
+def _randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape).to(dtype)
+
+
+def _cases() -> list[Case]:
+    ref = lambda name: load_example_by_name(name).reference  # noqa: E731
+    f32 = 4
+    rows, cols, wide = 4096, 1024, 2048
+    x, r = _randn(rows, cols), _randn(rows, cols)
+    w, b = 1 + 0.1 * _randn(cols), _randn(cols)
+    row_bytes = 2 * rows * cols * f32
+    logits = 2 * _randn(rows, 8192)
+    target = torch.randint(0, 8192, (rows,))
+    y_pred, y_true = (torch.log_softmax(_randn(rows, cols), -1) for _ in range(2))
+    gate, up = _randn(rows, wide), _randn(rows, wide)
+    fused = _randn(rows, 2 * wide)
+    heads, seq, dim = 32, 1024, 64
+    q, k, v = (_randn(heads, seq, dim) for _ in range(3))
+    a, b32, bias = _randn(1024, 1024), _randn(1024, 1024), _randn(1024)
+    mm = 2 * 1024**3
+    attention_flops = 4 * heads * seq * seq * dim
+    return [
+        Case("RMS norm", "rms_norm", [16], (x, w, 1e-5), ref("rms_norm"), row_bytes, True),
+        Case("layer norm", "layer_norm", [16], (x, w, b, 1e-5), ref("layer_norm"), row_bytes, True),
+        Case("residual add + RMS norm + GELU", "add_rms_norm_gelu", [16], (x, r, w, 1e-6), ref("add_rms_norm_gelu"),
+             3 * rows * cols * f32, True),
+        Case("softmax (one pass)", "softmax_one_pass", [16], (x,), ref("softmax_one_pass"), row_bytes, True),
+        Case("log softmax", "log_softmax", [16], (x,), ref("log_softmax"), row_bytes, True),
+        Case("cross entropy 4096x8192", "cross_entropy", [8], (logits, target), ref("cross_entropy"),
+             logits.numel() * f32, True),
+        Case("KL divergence (log target)", "kl_div_loss", [16, 1024], (y_pred, y_true, True, "none"),
+             ref("kl_div_loss"), 2 * rows * cols * f32, True),
+        Case("bias + GELU 4096x2048", "bias_gelu", [16, 256], (gate, _randn(wide)), ref("bias_gelu"),
+             2 * rows * wide * f32, True),
+        Case("SwiGLU 4096x2048", "swiglu", [16, 256], (gate, up), ref("swiglu"), 3 * rows * wide * f32, True),
+        Case("GEGLU (tanh) 4096x2048", "geglu", [16, 256], (fused,), ref("geglu"), 3 * rows * wide * f32, True,
+             "the kernel reads the second half of its input at `tile.index + hidden`, a tensor index: a "
+             "`tensor.extract` per element, which the vectorizer leaves scalar"),
+        Case("rotary embedding 16384x128", "rope", [64], (_randn(16384, 128), 10000.0), ref("rope"),
+             2 * 16384 * 128 * f32, True),
+        Case("attention 32x1024x64", "attention", [1, 64, 64], (q, k, v, 1 / math.sqrt(dim)), ref("attention"),
+             attention_flops, False),
+        Case("causal attention 32x1024x64", "attention_causal", [1, 64, 64], (q, k, v, 1 / math.sqrt(dim)),
+             ref("attention_causal"), attention_flops / 2, False),
+        Case("matmul f32 1024^3", "matmul", [64, 64, 64], (a, b32), ref("matmul"), mm, False),
+        Case("matmul + bias + ReLU 1024^3", "matmul_bias_relu", [64, 64, 64], (a, b32, bias), ref("matmul_bias_relu"),
+             mm, False),
+        Case("linear + GELU (tanh) 1024^3", "linear_gelu_tanh", [64, 64, 64], (a, b32, bias), ref("linear_gelu_tanh"),
+             mm, False),
+        Case("matmul bf16 1024^3", "matmul_bf16", [64, 64, 64], (a.bfloat16(), b32.bfloat16()), ref("matmul_bf16"),
+             mm, False),
+    ]
+
+
+def _ratios(samples: dict[str, list[float]], ours: str, over: str) -> list[float]:
+    return [a / b for a, b in zip(samples[ours], samples[over])]
+
+
+def _row(case: Case, threads: int, rounds: int, budget: float) -> dict[str, Any]:
+    kernel = helion.kernel(load_example_by_name(case.example).KERNEL.fn, config=helion.Config(block_sizes=case.blocks))
+    compiled = compile_kernel(kernel.bind(case.args), threads=threads)
+    inductor = torch.compile(case.eager)
+    started = time.perf_counter()
+    inductor(*case.args)
+    compile_s = time.perf_counter() - started
+    want = case.eager(*case.args).float()
+    error = (compiled(*case.args).float() - want).abs().max().item()
+    contenders = {"ours": lambda: compiled(*case.args), "eager": lambda: case.eager(*case.args),
+                  "inductor": lambda: inductor(*case.args)}
+    if case.memory_bound:  # the physical limit, under the same load: a copy moving the same bytes
+        source, destination = torch.randn(int(case.work) // 8), torch.empty(int(case.work) // 8)
+        contenders["copy"] = lambda: destination.copy_(source)
+    samples = _timed(contenders, rounds, budget)
+    single = compile_kernel(kernel.bind(case.args), threads=1)
+    torch.set_num_threads(1)
+    try:
+        one = _timed({"ours": lambda: single(*case.args), "inductor": lambda: inductor(*case.args)}, rounds, budget)
+    finally:
+        torch.set_num_threads(threads)
+    ours_s = statistics.median(samples["ours"])
+    rate = case.work / ours_s / 1e9
+
+    def share(who: str) -> float | None:
+        """The copy's time over ``who``'s, per round: the share of the copy bandwidth ``who`` reaches."""
+        return statistics.median(_ratios(samples, "copy", who)) if case.memory_bound else None
+
+    return dict(name=case.name, memory_bound=case.memory_bound, note=case.note, ours_s=ours_s,
+                eager_s=statistics.median(samples["eager"]), inductor_s=statistics.median(samples["inductor"]),
+                ratio=statistics.median(_ratios(samples, "ours", "inductor")),
+                eager_ratio=statistics.median(_ratios(samples, "ours", "eager")),
+                one_thread_ratio=statistics.median(_ratios(one, "ours", "inductor")),
+                rate=rate, share=share("ours"), inductor_share=share("inductor"),
+                inductor_compile_s=compile_s, error=error)
+
+
+def _softmax_blocks(threads: int, rounds: int, budget: float) -> list[dict[str, Any]]:
+    """Row softmax 4096x1024 at each block size: per-round ratios to eager."""
+    example = load_example_by_name("softmax_one_pass")
+    x = _randn(4096, 1024)
+    found = []
+    for block in SOFTMAX_BLOCKS:
+        kernel = helion.kernel(example.KERNEL.fn, config=helion.Config(block_sizes=[block]))
+        compiled = compile_kernel(kernel.bind((x,)), threads=threads)
+        samples = _timed({"ours": lambda: compiled(x), "eager": lambda: torch.softmax(x, dim=1)}, rounds, budget)
+        ratios = _ratios(samples, "ours", "eager")
+        found.append(dict(block=block, ours_s=statistics.median(samples["ours"]),
+                          eager_s=statistics.median(samples["eager"]), ratio=statistics.median(ratios),
+                          low=min(ratios), high=max(ratios)))
+    return found
+
+
+def measure_against_inductor(threads: int = 2, rounds: int = 5, budget: float = 0.2) -> dict[str, Any]:
+    """Everything the module docstring lists, as plain data."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    peaks = measure_peaks()
+    rows = [_row(case, threads, rounds, budget) for case in _cases()]
+    return dict(threads=threads, peaks=peaks, rows=rows, softmax=_softmax_blocks(threads, rounds, budget),
+                load=os.getloadavg()[0])
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "missed"
+
+
+def _bound(row: dict[str, Any], threads: int) -> str:
+    """What limits a kernel that misses a target, from the measurements."""
+    one = row["one_thread_ratio"]
+    per_core = (f"on one thread it is {one:.2f}x Inductor, so the per-core code bounds it" if one > 1.1 else
+                f"on one thread it is {one:.2f}x Inductor, so the loss is in running on {threads} threads")
+    if row["share"] is not None:
+        per_core += (f"; it moves {100 * row['share']:.0f}% of the copy bandwidth "
+                     f"(Inductor {100 * row['inductor_share']:.0f}%)")
+    return per_core + (f"; {row['note']}" if row.get("note") else "")
+
+
+def render_inductor(data: dict[str, Any]) -> str:
+    """The markdown section for docs/benchmarks.md."""
+    threads, rows, peaks = data["threads"], data["rows"], data["peaks"]
+    geomean = _geomean([r["ratio"] for r in rows])
+    worst = max(rows, key=lambda r: r["ratio"])
+    worst_eager = max(rows, key=lambda r: r["eager_ratio"])
+    memory = [r for r in rows if r["memory_bound"]]
+    least = min(memory, key=lambda r: r["share"])
+    bf16 = next(r for r in rows if "bf16" in r["name"])
+    lines = [
+        SECTION,
+        "",
+        f"| target ({threads} threads, ratios in the same run) | measured | |",
+        "|---|---|---|",
+        f"| geometric mean of ours / Inductor <= {GEOMEAN_TO_INDUCTOR:g} | {geomean:.2f} | {_met(geomean <= 1.0)} |",
+        f"| no kernel above {MAX_TO_INDUCTOR:g}x Inductor | {worst['ratio']:.2f}x ({worst['name']}) | "
+        f"{_met(worst['ratio'] <= MAX_TO_INDUCTOR)} |",
+        f"| no kernel above {MAX_TO_EAGER:g}x torch eager | {worst_eager['eager_ratio']:.2f}x ({worst_eager['name']}) | "
+        f"{_met(worst_eager['eager_ratio'] <= MAX_TO_EAGER)} |",
+        f"| memory-bound kernels >= {100 * BANDWIDTH_SHARE:.0f}% of the copy bandwidth | {100 * least['share']:.0f}% "
+        f"({least['name']}) | {_met(least['share'] >= BANDWIDTH_SHARE)} |",
+        f"| bf16 matmul 1024^3 <= {MAX_TO_EAGER:g}x torch eager | {bf16['eager_ratio']:.2f}x | "
+        f"{_met(bf16['eager_ratio'] <= MAX_TO_EAGER)} |",
+        "",
+        "`scripts/inductor_costs.py`: example kernels (`examples/`, block sizes in the script) compiled with",
+        "`compile_kernel` (fast pipeline), beside the example's eager reference and that reference compiled",
+        "by `torch.compile` (Inductor's C++ code; its compile time, excluded from the call times, in its own",
+        f"column), on {threads} threads in one process, in alternating rounds; ratios are medians over rounds",
+        "of the within-round ratio. `one thread` is the ratio to Inductor with both on one thread (per-core",
+        "code apart from scaling). `bandwidth`, for a memory-bound kernel, is the time of a `Tensor.copy_` that",
+        "moves the bytes the kernel must move (inputs read once, output written once) over the kernel's time,",
+        "timed in the same rounds: the share of the machine's copy bandwidth at that size (in cache or not) under",
+        "the same load. Compute-bound kernels show GFLOP/s instead. Measured before the rounds, on the loaded",
+        f"machine: copy of 256 MiB {peaks['copy_gbs']:.1f} GB/s, of 16 MiB {peaks['copy_rows_gbs']:.1f} GB/s, MKL sgemm",
+        f"2048^3 {peaks['sgemm_gflops']:.0f} GFLOP/s; load average of the shared machine at the end: {data['load']:.1f}",
+        "on 2 cores." + (" With that many runnable threads per core, every side's workers wait for a core and"
+                         " absolute times are several times an idle machine's; read the ratios, and measure again"
+                         " on an idle machine before drawing conclusions from small differences."
+                         if data["load"] > 2 * threads else ""),
+        "",
+        "| kernel | ours (ms) | eager (ms) | Inductor (ms) | ours / Inductor | ours / eager | one thread | "
+        "bandwidth or GFLOP/s (ours / Inductor) | Inductor compile (s) | max abs error to eager |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        rate = (f"{100 * r['share']:.0f}% / {100 * r['inductor_share']:.0f}%" if r["memory_bound"] else
+                f"{r['rate']:.0f} / {r['rate'] * r['ours_s'] / r['inductor_s']:.0f}")
+        lines.append(
+            f"| {r['name']} | {r['ours_s'] * 1e3:.2f} | {r['eager_s'] * 1e3:.2f} | {r['inductor_s'] * 1e3:.2f} | "
+            f"{r['ratio']:.2f} | {r['eager_ratio']:.2f} | {r['one_thread_ratio']:.2f} | {rate} | "
+            f"{r['inductor_compile_s']:.1f} | {r['error']:.1e} |")
+    missed = [r for r in rows if r["ratio"] > MAX_TO_INDUCTOR or r["eager_ratio"] > MAX_TO_EAGER
+              or (r["share"] is not None and r["share"] < BANDWIDTH_SHARE)]
+    if missed:
+        lines += ["", "What bounds the kernels that miss a target:", ""]
+        lines += [f"- {r['name']} ({r['ratio']:.2f}x Inductor, {r['eager_ratio']:.2f}x eager): {_bound(r, threads)}."
+                  for r in missed]
+    lines += [
+        "",
+        "Row softmax 4096x1024 (`examples/softmax_one_pass.py`) at each block size (rows per tile), against",
+        "`torch.softmax` in alternating rounds: the median ratio and its range over the rounds.",
+        "",
+        "| block (rows) | ours (ms) | eager (ms) | ratio | lowest / highest ratio |",
+        "|---|---|---|---|---|",
+    ]
+    for s in data["softmax"]:
+        lines.append(f"| {s['block']} | {s['ours_s'] * 1e3:.2f} | {s['eager_s'] * 1e3:.2f} | {s['ratio']:.2f} | "
+                     f"{s['low']:.2f} / {s['high']:.2f} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_inductor(measure_against_inductor()))
