@@ -28,7 +28,7 @@ from helion_mlir.lowering.kernel_model import KernelModel
 from helion_mlir.inliner.lexer import strip_locations
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.verify import parse_module
+from helion_mlir.verify import parse_module, undefined_reads
 
 OUTPUT_TYPES = [t.value for t in OutputType]
 
@@ -36,6 +36,13 @@ OUTPUT_TYPES = [t.value for t in OutputType]
 
 def _clone(args: tuple[Any, ...]) -> list[Any]:
     return [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _assert_writes_before_reading(text: str, where: str) -> None:
+    """No op of the module reads an element of a ``tensor.empty`` before it is written
+    (undefined in MLIR: another compiler's allocator need not hand out zeros as the JIT's may)."""
+    reads = undefined_reads(text)
+    assert not reads, f"{where}: " + "\n".join(map(str, reads))
 
 
 # Small inputs, so tile loops run in parallel whenever legal: the code large inputs get.
@@ -63,6 +70,7 @@ def test_example_runs_on_cpu_and_matches_reference(name: str, output_type: str, 
             compile_kernel(bound, output_type=output_type)
         return
     compiled = compile_kernel(bound, output_type=output_type)
+    _assert_writes_before_reading(compiled.mlir, f"{name} [{output_type}, {shape}]")
     got = compiled(*_clone(args), **clone_kwargs(kwargs))  # called like the kernel, keywords included
     expected = mod.reference(*_clone(args), **clone_kwargs(kwargs))
     if key in KNOWN_NUMERIC_GAPS:
@@ -80,6 +88,7 @@ def test_example_with_dynamic_shapes_runs_and_matches_reference(name: str) -> No
     args, kwargs = example_call(mod, "ragged")
     compiled = compile_kernel(kernel.bind(bound_args(kernel, args, kwargs)))
     assert "?x" in compiled.mlir or "x?" in compiled.mlir, "symbolic host sizes must give dynamic dims"
+    _assert_writes_before_reading(compiled.mlir, f"{name} [dynamic]")
     got = compiled(*_clone(args), **clone_kwargs(kwargs))
     assert_matches(got, mod.reference(*_clone(args), **clone_kwargs(kwargs)), mod.TOLERANCE, f"{name} [dynamic]")
 

@@ -34,7 +34,7 @@ from .inliner.rewrite import inline_torch_mlir_output  # noqa: E402
 from .output_type import OutputType  # noqa: E402
 from .runtime.compiled_kernel import CompiledKernel, compile_kernel  # noqa: E402
 from .runtime.engine import CompiledFunction, compile_module  # noqa: E402
-from .verify import verify_module_text  # noqa: E402
+from .verify import UndefinedRead, undefined_reads, verify_module_text  # noqa: E402
 
 __all__ = [
     "ArgumentError",
@@ -54,6 +54,7 @@ __all__ = [
     "OutputType",
     "RuntimeCheckError",
     "TorchMLIRNodeImporter",
+    "UndefinedRead",
     "UnsupportedNodeError",
     "check_kernels",
     "compile_kernel",
@@ -64,6 +65,7 @@ __all__ = [
     "node_inputs",
     "normalize_helion_node",
     "synthesize_tensor_meta",
+    "undefined_reads",
     "verify_module_text",
 ]
 from .runtime import helion_backend  # noqa: E402,F401  (registers the Helion backend "mlir")

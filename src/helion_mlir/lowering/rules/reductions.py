@@ -4,7 +4,9 @@ A combine function is an arbitrary device-IR graph, so there is no identity to s
 ``linalg.reduce`` from. Both ops become an ``scf.for`` along the reduced dimension that
 starts from the first slice and folds in one slice per step, running the combine graph
 on whole slices (its ATen ops are re-imported for the slice shape). Scans insert every
-running value into the result.
+running value into the result, which starts as the input: the scan's first value is the
+input's first slice, and the loop overwrites every other one, so no element of the
+result is left unwritten (a ``tensor.empty`` there would be read at the first position).
 """
 
 from __future__ import annotations
@@ -45,11 +47,6 @@ def _insert_at(emit: Emitter, dest: Tensor, part: Tensor, dim: int, position: An
 def _size(emit: Emitter, value: Tensor, axis: int) -> str:
     size = emit.dim(value, axis)
     return str(size) if isinstance(size, int) else size.ssa
-
-
-def _empty_like(emit: Emitter, value: Tensor) -> Tensor:
-    dynamic = [emit.dim(value, d) for d, s in enumerate(value.shape) if s is None]
-    return emit.empty(value.shape, value.dtype, dynamic)  # type: ignore[arg-type]
 
 
 def _inputs(ctx: RuleContext, arg: Any) -> list[Tensor]:
@@ -96,7 +93,7 @@ def lower_associative_scan(ctx: RuleContext, node: fx.Node) -> Any:
     last = n - 1 if isinstance(n, int) else emit.binary("arith.subi", n, emit.index(1))
     start = last if reverse else 0
     first = [_slice_at(emit, x, dim, start) for x in inputs]
-    outs = [_insert_at(emit, _empty_like(emit, x), f, dim, start) for x, f in zip(inputs, first)]
+    outs = list(inputs)  # already holds the first value at ``start``
 
     def step(iv: Any, carried: list[Any]) -> list[Any]:
         position = iv
