@@ -211,6 +211,8 @@ EXPECTED: dict[str, set[str]] = {
     "cumsum": {"HelperFunctionGraphInfo", "scan_ops._associative_scan"},
     "cumsum_looped": {"scan_ops._associative_scan", "_tracing_ops._for_loop", "view_ops.subscript"},
     "embedding": {"memory_ops.load", "memory_ops.store"},
+    "embedding_projection": {"memory_ops.load", "tile_ops.tile_index", "aten.bmm.default", "aten.unsqueeze.default",
+                             "_tracing_ops._for_loop"},
     "exp": {"aten.exp.default"},
     "geglu": {"tile_ops.tile_index", "aten.pow.Tensor_Scalar", "aten.tanh.default"},
     "gelu_tanh_manual": {"aten.tanh.default", "aten.mul.Tensor", "aten.add.Tensor"},
@@ -267,6 +269,7 @@ EXPECTED: dict[str, set[str]] = {
         "aten.__lshift__.Scalar", "aten.__rshift__.Scalar", "aten.div.Tensor_mode", "aten.mm.default",
         "tile_ops.tile_index",
     },
+    "next_token_loss": {"memory_ops.load", "prims.iota.default", "aten.eq.Tensor", "aten.where.self", "aten.amax.default"},
     "nvfp4_gemv": {"quantized_ops.float4_e2m1fn_x2_to_float32", "aten.sum.dim_IntList", "prims.convert_element_type.default"},
     "nvfp4_gemv_grouped": {
         "quantized_ops.load_float4_e2m1fn_x16_to_float16", "quantized_ops.load_bfloat16_x16_to_float16",
@@ -293,6 +296,7 @@ EXPECTED: dict[str, set[str]] = {
         "_tracing_ops._for_loop", "aten.baddbmm.default", "aten.amax.default", "aten.permute.default",
         "tile_ops.tile_index", "aten.where.self",
     },
+    "paged_gather": {"memory_ops.load", "tile_ops.tile_index", "aten.div.Tensor_mode", "aten.remainder.Scalar"},
     "pairwise_pool": {"_tracing_ops._for_loop_step", "_operator.floordiv", "_operator.add"},
     "philox": {
         "aten.__rshift__.Scalar", "aten.bitwise_and.Scalar", "aten.bitwise_xor.Tensor",

@@ -283,6 +283,9 @@ class KernelModel:
         args: list[FunctionArg] = []
         for pname, value in params.items():
             if isinstance(value, torch.Tensor):
+                # The host code may rebind a parameter to a view of it (``x = x[:, :-1]``) before
+                # the loops: the device code reads the view, and the host code passes it.
+                value = used.get(pname, value)
                 args.append(FunctionArg(pname, ArgKind.TENSOR, tensor_type(_static_shape(value), value.dtype),
                                         value, written=pname in written))
         for pname, value in params.items():
