@@ -31,7 +31,7 @@ from helion_mlir.runtime.tuning.protocol import CandidateModule
 from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
 from helion_mlir.runtime.tuning.seeds import SEED_TILES
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
-from helion_mlir.runtime.tuning.worker import JITWorker
+from helion_mlir.runtime.tuning.worker import MAX_PENDING_COMPILES, JITWorker
 from helion_mlir_cli import main
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -317,6 +317,27 @@ DOUBLE = _module("double", """
   %e = tensor.empty() : tensor<4xf32>
   %0 = linalg.add ins(%arg0, %arg0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>""")
+
+def _scaled(factor: int) -> CandidateModule:
+    return _module(f"scaled{factor}", f"""
+  %e = tensor.empty() : tensor<4xf32>
+  %c = arith.constant {factor}.0 : f32
+  %f = linalg.fill ins(%c : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %0 = linalg.mul ins(%arg0, %f : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>""")
+
+
+def test_compiles_in_flight_are_bounded_so_the_pipe_cannot_fill_both_ways(worker: JITWorker) -> None:
+    """A search may send hundreds of candidates before it reads an answer; unbounded, the
+    worker and the tuning process both end up blocked writing to each other."""
+    functions = []
+    for factor in range(3 * MAX_PENDING_COMPILES):
+        functions.append(worker.compile(_scaled(factor), wait=False))
+        assert len(worker._pending) <= MAX_PENDING_COMPILES
+    x = torch.arange(4, dtype=torch.float32)
+    for factor, function in enumerate(functions):
+        torch.testing.assert_close(function(x)[0], x * factor)
+
 
 ABORT = _module("boom", """
   %false = arith.constant false

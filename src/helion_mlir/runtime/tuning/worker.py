@@ -59,6 +59,11 @@ log = logging.getLogger(__name__)
 STARTUP_TIMEOUT = 600.0
 #: Lines of the worker's stderr quoted when it dies.
 STDERR_TAIL_LINES = 12
+#: Compiles sent and not yet answered, at most. The worker blocks writing answers nobody
+#: reads while the tuning process blocks writing modules nobody reads once the pipe's
+#: buffers fill both ways (a search that sends hundreds of candidates before collecting
+#: one); a few in flight keep the pipelining and leave the answers room.
+MAX_PENDING_COMPILES = 4
 
 
 #: The worker's entry. The package's __init__ imports Helion to install its hooks, which
@@ -147,8 +152,9 @@ class JITWorker:
     """The tuning process's side of one worker process (started on first use).
 
     Compiles are pipelined: :meth:`compile` sends the module and returns at once, so the
-    tuning process emits the next candidate while the worker compiles this one; the worker
-    answers in order, and every other request first collects the answers still due."""
+    tuning process emits the next candidate while the worker compiles this one (at most
+    :data:`MAX_PENDING_COMPILES` in flight); the worker answers in order, and every other
+    request first collects the answers still due."""
 
     #: Seconds a compile, or a run or timing request, may take before the worker is abandoned.
     compile_timeout: float = 60.0
@@ -221,7 +227,9 @@ class JITWorker:
         key = module.key
         with self._lock:
             if key not in self._failures and key not in self._known and all(m.key != key for m in self._pending):
-                self._ready_locked()
+                while len(self._pending) >= MAX_PENDING_COMPILES:
+                    self._collect_one()
+                self._ready_locked()  # (again, if collecting found the worker dead)
                 self._send(("compile", module), f"compiling @{module.func_name}")
                 self._pending.append(module)
         if wait:
