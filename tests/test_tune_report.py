@@ -32,3 +32,12 @@ def test_targets_name_the_kernels_that_miss_them() -> None:
     assert "- full <= 10 min per kernel: met" in text
     assert "- second process, first call < 1 s and 0 candidates timed: missed: softmax (1.50 s, 0 timed)" in text
     assert "| matmul f32 | 1024^3 | 20.00 | 10.00 | 10.00 | 9.50 | 1.05 | 2.00 |" in text
+
+
+def test_a_target_no_row_measures_is_not_reported_met() -> None:
+    row = _row("softmax", 1.0, 1.0, 1.0, 30.0, 0.4)
+    del row["full"], row["ms"]["full"]
+    text = render_tuning(dict(threads=2, efforts=["quick"], rows=[row], load=(1.0, 1.0, 1.0)))
+    assert "- full <= 10 min per kernel: not measured in this run" in text
+    assert "- matmul >= 1.5x faster than the default config: not measured in this run" in text
+    assert "- quick <= 1.10x the sweep's best: met" in text
