@@ -210,6 +210,8 @@ EXPECTED: dict[str, set[str]] = {
     },
     "cumsum": {"HelperFunctionGraphInfo", "scan_ops._associative_scan"},
     "cumsum_looped": {"scan_ops._associative_scan", "_tracing_ops._for_loop", "view_ops.subscript"},
+    "discounted_returns": {"HelperFunctionGraphInfo", "scan_ops._associative_scan", "aten.sub.Tensor",
+                           "prims.convert_element_type.default"},
     "embedding": {"memory_ops.load", "memory_ops.store"},
     "embedding_projection": {"memory_ops.load", "tile_ops.tile_index", "aten.bmm.default", "aten.unsqueeze.default",
                              "_tracing_ops._for_loop"},

@@ -188,8 +188,8 @@ def test_host_code_from_the_kernel_source_supplies_the_same_values(name: str) ->
 
 def test_a_symbol_without_origin_is_refused_with_what_to_do() -> None:
     bound = KERNELS.decayed_row_sum.bind((torch.randn(16, 32),))
-    with pytest.raises(UnsupportedNodeError, match="Helion recorded no origin .* read the value into a host "
-                                                   "variable before the loop"):
+    with pytest.raises(UnsupportedNodeError, match="Helion recorded no origin .* Compute the value into a host "
+                                                   "variable before the tile loops"):
         generate_mlir(bound)
 
 

@@ -224,9 +224,10 @@ class KernelState:
             return tile_scalar(self.emit, tile, _TILE_ORIGINS[type(origin)])
         if origin is None:
             raise HelionMLIRError(
-                f"cannot resolve symbol {symbol}: Helion recorded no origin for it (Helion 1.5.1 loses "
-                "the origin of an item of a module-level dict, tuple or list read inside an inner device "
-                "loop); read the value into a host variable before the loop"
+                f"cannot resolve symbol {symbol}: Helion recorded no origin for it, so the device code "
+                "cannot tell which host value it stands for. Compute the value into a host variable "
+                "before the tile loops and use that variable (one known cause: Helion 1.5.1 loses the "
+                "origin of an item of a module-level dict, tuple or list read inside an inner device loop)"
             )
         raise HelionMLIRError(f"cannot resolve symbol {symbol} (origin {origin!r})")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from helion.language import reduce_ops, scan_ops
 from torch import fx
 
@@ -90,7 +91,9 @@ def lower_associative_scan(ctx: RuleContext, node: fx.Node) -> Any:
     emit = ctx.emit
     dim = dim % inputs[0].rank
     n = emit.dim(inputs[0], dim)
-    last = n - 1 if isinstance(n, int) else emit.binary("arith.subi", n, emit.index(1))
+    if reverse:
+        n = _in_bounds_length(ctx, inputs_arg, dim, n)
+    last = n - 1 if isinstance(n, int) else emit.binary("arith.subi", emit.index(n), emit.index(1))
     start = last if reverse else 0
     first = [_slice_at(emit, x, dim, start) for x in inputs]
     outs = list(inputs)  # already holds the first value at ``start``
@@ -107,3 +110,18 @@ def lower_associative_scan(ctx: RuleContext, node: fx.Node) -> Any:
     if n != 1:
         outs = emit.for_loop(1, n, 1, first + outs, step, hint="scan")[len(inputs):]
     return tuple(outs) if isinstance(inputs_arg, (list, tuple)) else outs[0]
+
+
+def _in_bounds_length(ctx: RuleContext, inputs_arg: Any, dim: int, size: Any) -> Any:
+    """How many lanes along ``dim`` a reverse scan runs over. Along a ragged tile it
+    starts from the last in-bounds lane: the padding lanes after it would otherwise be
+    folded into every real one (a product over zero padding gives zeros). A forward scan
+    needs no such care, since padding comes after every real lane."""
+    first = inputs_arg[0] if isinstance(inputs_arg, (list, tuple)) else inputs_arg
+    meta = first.meta.get("val") if isinstance(first, fx.Node) else None
+    if not isinstance(meta, torch.Tensor):
+        return size
+    tile = ctx.tile_of(meta.shape[dim])
+    if tile is None or not tile.ragged or size != tile.size:
+        return size
+    return tile.extent
