@@ -101,6 +101,52 @@ def test_dynamic_sizes_change_between_calls_including_empty() -> None:
         torch.testing.assert_close(got, x * 1.5)
 
 
+# A tile loop carrying two dynamically sized tensors, each written per tile: IREE packs both
+# new values into one allocation and carries the second one's offset around the loop.
+TWO_CARRIED = """
+func.func @rows_and_sums(%x: tensor<?x?xf32>, %copy: tensor<?x?xf32>, %sums: tensor<?xf32>)
+    -> (tensor<?x?xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %zero = arith.constant 0.0 : f32
+  %n = tensor.dim %x, %c0 : tensor<?x?xf32>
+  %m = tensor.dim %x, %c1 : tensor<?x?xf32>
+  %r:2 = scf.for %i = %c0 to %n step %c8 iter_args(%a = %copy, %b = %sums) -> (tensor<?x?xf32>, tensor<?xf32>) {
+    %left = arith.subi %n, %i : index
+    %size = arith.minsi %c8, %left : index
+    %rows = tensor.extract_slice %x[%i, 0] [%size, %m] [1, 1] : tensor<?x?xf32> to tensor<?x?xf32>
+    %e = tensor.empty(%m) : tensor<8x?xf32>
+    %zeros = linalg.fill ins(%zero : f32) outs(%e : tensor<8x?xf32>) -> tensor<8x?xf32>
+    %tile = tensor.insert_slice %rows into %zeros[0, 0] [%size, %m] [1, 1] : tensor<?x?xf32> into tensor<8x?xf32>
+    %e8 = tensor.empty() : tensor<8xf32>
+    %init = linalg.fill ins(%zero : f32) outs(%e8 : tensor<8xf32>) -> tensor<8xf32>
+    %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0)>],
+                           iterator_types = ["parallel", "reduction"]} ins(%tile : tensor<8x?xf32>) outs(%init : tensor<8xf32>) {
+    ^bb0(%v: f32, %acc: f32):
+      %t = arith.addf %v, %acc : f32
+      linalg.yield %t : f32
+    } -> tensor<8xf32>
+    %a2 = tensor.insert_slice %rows into %a[%i, 0] [%size, %m] [1, 1] : tensor<?x?xf32> into tensor<?x?xf32>
+    %valid = tensor.extract_slice %sum[0] [%size] [1] : tensor<8xf32> to tensor<?xf32>
+    %b2 = tensor.insert_slice %valid into %b[%i] [%size] [1] : tensor<?xf32> into tensor<?xf32>
+    scf.yield %a2, %b2 : tensor<?x?xf32>, tensor<?xf32>
+  }
+  return %r#0, %r#1 : tensor<?x?xf32>, tensor<?xf32>
+}
+"""
+
+
+def test_a_loop_carrying_two_dynamically_sized_tensors_returns_each_at_its_own_offset() -> None:
+    # Without --iree-stream-resource-min-offset-alignment=1, IREE 3.13 returns the first
+    # rows of x as the sums (docs/downstream.md).
+    rows_and_sums = compile_with_iree(TWO_CARRIED, "rows_and_sums")
+    x = torch.randn(37, 100)
+    copy, sums = rows_and_sums(x, torch.zeros(37, 100), torch.full((37,), 7.0))
+    torch.testing.assert_close(copy, x)
+    torch.testing.assert_close(sums, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
 def test_bad_arguments_are_rejected_before_anything_runs() -> None:
     scaled = compile_with_iree(DYNAMIC, "scaled")
     x = torch.randn(2, 3)

@@ -7,7 +7,7 @@ with tensor value semantics that another MLIR stack compiles and runs as is.
 The module is compiled by ``iree-compile`` (from ``iree-base-compiler``) for the
 ``llvm-cpu`` backend and this machine's CPU, with the input type of its output type
 (:data:`INPUT_TYPES`) and otherwise IREE's default options, the flags a user would
-pass (:data:`IREE_COMPILE_FLAGS`). The compiler runs in a subprocess: a crash in it is
+pass (:data:`IREE_COMPILE_FLAGS`, one of them a workaround for a wrong-result bug). The compiler runs in a subprocess: a crash in it is
 reported as an error instead of taking the caller down. The compiled module runs on
 ``iree-base-runtime``'s ``local-task`` device.
 
@@ -63,11 +63,16 @@ INPUT_TYPES: dict[OutputType, str] = {
     OutputType.RAW: "torch",
 }
 
-#: The flags that select the CPU backend for this machine; everything else is IREE's default.
+#: The flags that select the CPU backend for this machine, and one that keeps IREE 3.13 from
+#: returning wrong numbers; everything else is IREE's default. With 64-byte packing, a loop
+#: carrying several dynamically sized tensors carries the second one's offset as a
+#: ``util.align``, which ``iree-util-optimize-int-arithmetic`` folds to the loop's initial 0:
+#: that tensor is then read at the first one's offset (docs/downstream.md has the reproduction).
 IREE_COMPILE_FLAGS: tuple[str, ...] = (
     "--iree-hal-target-device=local",
     "--iree-hal-local-target-device-backends=llvm-cpu",
     "--iree-llvmcpu-target-cpu=host",
+    "--iree-stream-resource-min-offset-alignment=1",
 )
 
 # Seconds iree-compile may take: generous, a big tiled kernel compiles in a few seconds.
