@@ -1,9 +1,10 @@
 """GEGLU gate on a fused projection: ``gelu(x[:, :H], approximate="tanh") * x[:, H:]``.
 
 Exercises: two loads from the same host tensor, the second at a shifted column index
-(``tile.index + hidden``, a tensor index), the tanh-approximate GELU spelled out with
-``aten.pow``/``aten.tanh`` (``F.gelu(approximate="tanh")`` would instead trace to Helion's
-``_gelu_tanh_approx`` op), and a 2-D grid with ragged edges.
+(``tile.index + hidden``, a tensor index the lowering reads as a moved slice), the
+tanh-approximate GELU spelled out with ``aten.pow``/``aten.tanh``
+(``F.gelu(approximate="tanh")`` would instead trace to Helion's ``_gelu_tanh_approx`` op),
+and a 2-D grid with ragged edges.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from torch_mlir.passmanager import PassManager
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.engine import compile_module, lower_module
+from helion_mlir.runtime.rewrites.constant_powers import integral_powers_as_fpowi
 from helion_mlir.runtime.rewrites.fold_add_into_matmul import fold_add_into_matmul
 from helion_mlir.runtime.rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
 from helion_mlir.runtime.rewrites.tile_parallel import parallelize_tile_loops
@@ -292,6 +293,79 @@ def test_modules_needing_the_same_generated_power_function_compile_one_after_ano
         x = torch.randn(n)
         (got,) = compile_module(CUBE.format(n=n), f"cube_{n}", threads=1)(x, torch.empty(n))
         torch.testing.assert_close(got, x * x * x)
+
+
+POWERS = """
+#id = affine_map<(d0) -> (d0)>
+func.func @powers(%x: tensor<{n}xf32>, %y: tensor<{n}xf32>, %o1: tensor<{n}xf32>, %o2: tensor<{n}xf32>,
+                  %o3: tensor<{n}xf32>, %o4: tensor<{n}xf32>)
+    -> (tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>) {{
+  %three = arith.constant 3.0 : f32
+  %minus_two = arith.constant -2.0 : f32
+  %half_odd = arith.constant 2.5 : f32
+  %r:4 = linalg.generic {{indexing_maps = [#id, #id, #id, #id, #id, #id], iterator_types = ["parallel"]}}
+      ins(%x, %y : tensor<{n}xf32>, tensor<{n}xf32>) outs(%o1, %o2, %o3, %o4 : tensor<{n}xf32>, tensor<{n}xf32>,
+      tensor<{n}xf32>, tensor<{n}xf32>) {{
+  ^bb0(%v: f32, %w: f32, %a: f32, %b: f32, %c: f32, %d: f32):
+    %p1 = math.powf %v, %three : f32
+    %p2 = math.powf %v, %minus_two : f32
+    %p3 = math.powf %v, %half_odd : f32
+    %p4 = math.powf %v, %w : f32
+    linalg.yield %p1, %p2, %p3, %p4 : f32, f32, f32, f32
+  }} -> (tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>)
+  return %r#0, %r#1, %r#2, %r#3 : tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>, tensor<{n}xf32>
+}}
+"""
+
+
+def test_constant_integral_powers_are_multiplications_and_other_powers_stay_powers() -> None:
+    """``x ** 3`` becomes a product (as torch computes it); ``x ** 2.5`` and ``x ** y`` stay
+    ``powf``, whose upstream expansion ``exp(y * log(x))`` is NaN for a negative base with an
+    integral ``y``, and so does ``x ** -2``, which the upstream expansion makes ``-inf`` at 0."""
+    n = 4096
+
+    def expand(module: ir.Module) -> int:
+        replaced = integral_powers_as_fpowi(module)
+        PassManager.parse("builtin.module(func.func(math-expand-ops{ops=fpowi}))").run(module.operation)
+        return replaced
+
+    replaced, expanded = _transformed(POWERS.format(n=16), expand)
+    assert replaced == 1
+    run_filecheck(expanded, """
+        // CHECK: ^bb0(%[[V:[a-z_0-9]+]]: f32, %[[W:[a-z_0-9]+]]: f32,
+        // CHECK-NEXT: %[[SQUARE:.*]] = arith.mulf %[[V]], %[[V]] : f32
+        // CHECK-NEXT: %[[CUBE:.*]] = arith.mulf %[[SQUARE]], %[[V]] : f32
+        // CHECK-NEXT: math.powf %[[V]], %{{.*}} : f32
+        // CHECK-NEXT: math.powf %[[V]], %{{.*}} : f32
+        // CHECK-NEXT: math.powf %[[V]], %[[W]] : f32
+        // CHECK-NOT: math.fpowi
+    """)
+    x = torch.cat([torch.randn(n - 8) * 4, torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"),
+                                                         -2.0, 1e-13, -3e12])])
+    y = torch.cat([torch.randint(-4, 5, (n // 2,)).float(), torch.randn(n - n // 2)])
+    got = compile_module(POWERS.format(n=n), "powers", threads=1)(x, y, *(torch.empty(n) for _ in range(4)))
+    torch.testing.assert_close(got[0], torch.pow(x, 3), rtol=0, atol=0, equal_nan=True)
+    torch.testing.assert_close(got[1], torch.pow(x, -2), rtol=3e-7, atol=0, equal_nan=True)
+    torch.testing.assert_close(got[2], torch.pow(x, 2.5), rtol=1e-6, atol=0, equal_nan=True)
+    torch.testing.assert_close(got[3], torch.pow(x, y), rtol=1e-6, atol=1e-30, equal_nan=True)
+
+
+def test_geglu_reads_its_second_half_as_vectors_and_cubes_by_multiplying() -> None:
+    """``x[tile_t, tile_h.index + hidden]`` is a moved slice, loaded like the first half (one
+    vector load per register block, no lane-by-lane gather); ``pow(a, 3)`` is ``a * a * a``."""
+    text = _example_module("geglu", (torch.randn(64, 512),), block_sizes=[16, 256])
+    elements = host_vector_shape().elements
+    lowered = lower_module(text, "geglu", threads=1, in_place=True)
+    run_filecheck(lowered, f"""
+        // CHECK-LABEL: llvm.func @geglu(
+        // CHECK: %[[A:.*]] = llvm.load %{{{{.*}}}} : !llvm.ptr -> vector<{elements}xf32>
+        // CHECK: %[[B:.*]] = llvm.load %{{{{.*}}}} : !llvm.ptr -> vector<{elements}xf32>
+        // CHECK-NEXT: %[[SQUARE:.*]] = llvm.fmul %[[A]], %[[A]] : vector<{elements}xf32>
+        // CHECK-NEXT: llvm.fmul %[[SQUARE]], %[[A]] : vector<{elements}xf32>
+        // CHECK: llvm.fmul %{{{{.*}}}}, %[[B]] : vector<{elements}xf32>
+        // CHECK-LABEL: llvm.func @_mlir_ciface_geglu(
+    """)
+    assert "powf" not in lowered and "-> f32" not in lowered.split("llvm.func @_mlir_ciface_geglu")[0]
 
 
 # ------------------------------------------------------------------ in-place destinations

@@ -1,6 +1,6 @@
 """Loads, stores and atomics indexed by tensors: gathers and scatters whose value has dynamic
-dims (``static_shapes=False``), scatter masks that broadcast over the value, and whole-dim
-loads of dims Helion specialized. Structure is pinned with FileCheck, numbers on CPU against
+dims (``static_shapes=False``), scatter masks that broadcast over the value, whole-dim
+loads of dims Helion specialized, and ``tile.index + shift`` read as a moved slice. Structure is pinned with FileCheck, numbers on CPU against
 torch (one compiled kernel, many inputs: dynamic shapes need no recompilation)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import string
 from pathlib import Path
 
 import helion
+import pytest
 import torch
 from examples_util import load_example, load_example_by_name
 from filecheck_util import run_filecheck
@@ -104,3 +105,66 @@ def test_whole_dim_loads_of_a_specialized_dim_stay_static_with_dynamic_shapes() 
         // CHECK-LABEL: func.func @attention_backward(%q: tensor<?x?x?xf32>,
         // CHECK:       tensor.extract_slice %q[%{{$V}}, %{{$V}}, 0] [1, %{{$V}}, 16] [1, 1, 1] : tensor<?x?x?xf32> to tensor<1x?x16xf32>
     """)
+
+
+def _shifted_args(length: int, out_length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(length, generator=torch.Generator().manual_seed(seed)), torch.empty(out_length)
+
+
+def _added_shifted(x: torch.Tensor, out_length: int) -> torch.Tensor:
+    """``x[i] + x[i + 3]``, the shifted read past ``x``'s end counting as 0 (a padding lane)."""
+    shifted = torch.zeros(out_length)
+    moved = x[3:out_length + 3]
+    shifted[:moved.numel()] = moved
+    return x[:out_length] + shifted
+
+
+def test_tile_index_plus_a_constant_is_a_moved_slice_when_it_stays_inside() -> None:
+    """40 elements, tiles over 37: positions up to 39, so the slice at ``tile + 3`` keeps the
+    tile's extent and no lane is gathered one by one."""
+    filecheck(generate_mlir(KERNELS.add_shifted_static.bind(_shifted_args(40, 37))), """
+        // CHECK-LABEL: func.func @add_shifted_static(
+        // CHECK:       scf.for %[[IV:$V]] =
+        // CHECK:         %[[EXTENT:$V]] = arith.minsi
+        // CHECK:         tensor.extract_slice %x[%[[IV]]] [%[[EXTENT]]] [1]
+        // CHECK:         %[[START:$V]] = arith.addi %[[IV]], %c{{[0-9]+}} : index
+        // CHECK-NEXT:    tensor.extract_slice %x[%[[START]]] [%[[EXTENT]]] [1] : tensor<40xf32> to tensor<?xf32>
+        // CHECK-NOT:     tensor.extract %x
+        // CHECK:         scf.yield
+    """)
+
+
+def test_tile_index_plus_a_constant_is_clipped_to_the_dim_when_it_may_run_past_it() -> None:
+    """37 elements, tiles over 37: the slice at ``tile + 3`` starts at most at the end and
+    holds only the lanes before it; the rest are padding."""
+    filecheck(generate_mlir(KERNELS.add_shifted_static.bind(_shifted_args(37, 37))), """
+        // CHECK-LABEL: func.func @add_shifted_static(
+        // CHECK:       scf.for %[[IV:$V]] =
+        // CHECK:         %[[EXTENT:$V]] = arith.minsi
+        // CHECK:         tensor.extract_slice %x[%[[IV]]] [%[[EXTENT]]] [1]
+        // CHECK:         %[[MOVED:$V]] = arith.addi %[[IV]], %c{{[0-9]+}} : index
+        // CHECK-NEXT:    %[[LOW:$V]] = arith.maxsi %[[MOVED]], %{{$V}} : index
+        // CHECK-NEXT:    %[[START:$V]] = arith.minsi %[[LOW]], %{{$V}} : index
+        // CHECK-NEXT:    %[[ROOM:$V]] = arith.subi %{{$V}}, %[[START]] : index
+        // CHECK-NEXT:    %[[INSIDE:$V]] = arith.minsi %[[EXTENT]], %[[ROOM]] : index
+        // CHECK-NEXT:    tensor.extract_slice %x[%[[START]]] [%[[INSIDE]]] [1] : tensor<37xf32> to tensor<?xf32>
+        // CHECK-NOT:     tensor.extract %x
+    """)
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["fast", "checked"])
+def test_moved_slice_past_the_end_reads_padding_and_nothing_out_of_bounds(checked: bool) -> None:
+    """Every length with tiles of 16 and a shift of 3, dynamic sizes (one compiled kernel):
+    in-bounds lanes as torch, lanes past the end 0; checked mode (every access verified
+    at run time) raises nothing."""
+    kernel = compile_kernel(KERNELS.add_shifted.bind(_shifted_args(37, 37)), checked=checked)
+    for length in range(1, 41):
+        for out_length in {max(1, length - 4), length - 1, length} - {0}:
+            x, out = _shifted_args(length, out_length, seed=length)
+            torch.testing.assert_close(kernel(x, out), _added_shifted(x, out_length), rtol=0, atol=0)
+
+
+def test_moved_slice_with_static_sizes_matches_torch_in_checked_mode() -> None:
+    x, out = _shifted_args(37, 37)
+    kernel = compile_kernel(KERNELS.add_shifted_static.bind((x, out)), checked=True)
+    torch.testing.assert_close(kernel(x, out), _added_shifted(x, 37), rtol=0, atol=0)

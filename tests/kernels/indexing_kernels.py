@@ -1,5 +1,6 @@
 """Kernels with tensor indices for tests/test_tensor_indexing.py: gathers and scatters of whole
-rows with dynamic shapes, and a scatter whose mask broadcasts over the value."""
+rows with dynamic shapes, a scatter whose mask broadcasts over the value, and reads at
+``tile.index + 3`` (a slice moved by a constant, which may run past the tensor's end)."""
 
 from __future__ import annotations
 
@@ -33,4 +34,20 @@ def masked_flat_scatter(x: torch.Tensor, rows: torch.Tensor, keep: torch.Tensor)
     for tile in hl.tile(n):
         flat = rows[tile][:, None] * d + hl.arange(d)[None, :]
         hl.store(out_flat, [flat], x[tile, :], extra_mask=keep[tile][:, None])
+    return out
+
+
+@helion.kernel(config=CONFIG, static_shapes=False)
+def add_shifted(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out[i] = x[i] + x[i + 3]``: the shifted read runs past ``x``'s end when ``out`` is as long as ``x``."""
+    for tile in hl.tile(out.size(0)):
+        out[tile] = x[tile] + x[tile.index + 3]
+    return out
+
+
+@helion.kernel(config=CONFIG)
+def add_shifted_static(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """:func:`add_shifted` with the sizes fixed at compile time."""
+    for tile in hl.tile(out.size(0)):
+        out[tile] = x[tile] + x[tile.index + 3]
     return out

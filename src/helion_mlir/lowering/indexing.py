@@ -14,12 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from helion.language import tile_ops
 from torch import fx
 
 from ..errors import HelionMLIRError
 from .context import RuleContext
 from .emitter import Emitter
-from .values import Scalar, Tensor
+from .values import Scalar, Tensor, Tile
 
 
 class AccessKind(enum.Enum):
@@ -102,6 +103,12 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
             continue
         if isinstance(entry, fx.Node):
             val = entry.meta.get("val")
+            shifted = _shifted_tile_access(ctx, host, host_dim, entry)
+            if shifted is not None:
+                accesses.append(shifted)
+                host_dim += 1
+                value_dim += 1
+                continue
             if isinstance(val, torch.Tensor):
                 idx = ctx.tensor(entry)
                 accesses.append(DimAccess(AccessKind.TENSOR, index=idx, size=None,
@@ -129,6 +136,66 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
         accesses.append(_slice_access(ctx, host, host_dim, slice(None), None, known))
         host_dim += 1
     return accesses
+
+
+_SHIFTS = {torch.ops.aten.add.Tensor: 1, torch.ops.aten.add.Scalar: 1,
+           torch.ops.aten.sub.Tensor: -1, torch.ops.aten.sub.Scalar: -1}
+
+
+def _shifted_tile(ctx: RuleContext, node: fx.Node) -> tuple[Tile, Scalar | int] | None:
+    """``(tile, shift)`` when ``node`` is ``tile.index`` or ``tile.index +/- shift`` with a
+    scalar ``shift`` known to keep positions non-negative (a literal, or a symbol whose
+    range says so); None for any other index."""
+    if node.target is tile_ops.tile_index:
+        tile = ctx.tile_of(node.args[0].meta.get("val")) if isinstance(node.args[0], fx.Node) else None
+        return (tile, 0) if tile is not None else None
+    sign = _SHIFTS.get(node.target)  # type: ignore[call-overload]
+    if sign is None or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 2:
+        return None
+    index, shift = node.args
+    if sign == 1 and not (isinstance(index, fx.Node) and index.target is tile_ops.tile_index):
+        index, shift = shift, index
+    if not (isinstance(index, fx.Node) and index.target is tile_ops.tile_index):
+        return None
+    found = _shifted_tile(ctx, index)
+    if found is None:
+        return None
+    if isinstance(shift, int) and not isinstance(shift, bool):
+        return (found[0], shift) if sign * shift >= 0 else None
+    meta = shift.meta.get("val") if isinstance(shift, fx.Node) else None
+    if sign != 1 or not isinstance(meta, torch.SymInt):
+        return None
+    expr = meta.node.expr
+    if not meta.node.shape_env.bound_sympy(expr).lower >= 0:
+        return None
+    fixed = ctx.static_int(shift)
+    return found[0], fixed if fixed is not None else ctx.scalar(shift, "index")
+
+
+def _shifted_tile_access(ctx: RuleContext, host: Tensor, axis: int, node: fx.Node) -> DimAccess | None:
+    """``tile.index + shift`` as an index of ``host``'s dim ``axis``: the contiguous slice
+    of the tile's lanes moved by ``shift``, not a gather (which the vectorizer leaves one
+    element at a time). Lanes past the tile's extent are padding as for ``x[tile]``; when
+    the sizes do not show that the moved tile stays inside the dimension, the slice is
+    clipped to it, so that lanes past its end read as padding instead of out of bounds."""
+    found = _shifted_tile(ctx, node)
+    if found is None or found[0].size is None:
+        return None
+    tile, shift = found
+    emit = ctx.emit
+    dim = emit.dim(host, axis)
+    if isinstance(tile.offset, int) and isinstance(shift, int):
+        start: Scalar | int = tile.offset + shift
+    else:
+        start = emit.binary("arith.addi", emit.index(tile.offset), emit.index(shift))
+    inside = (isinstance(shift, int) and isinstance(dim, int) and isinstance(tile.begin, int) and tile.begin >= 0
+              and isinstance(tile.end, int) and tile.end + shift <= dim)
+    if inside:
+        return DimAccess(AccessKind.SLICE, start, tile.extent, tile.size)
+    zero = emit.index(0)
+    start = emit.min_index(emit.binary("arith.maxsi", emit.index(start), zero), emit.index(dim))
+    room = emit.binary("arith.subi", emit.index(dim), start)
+    return DimAccess(AccessKind.SLICE, start, emit.min_index(emit.index(tile.extent), room), tile.size)
 
 
 def _lane_extents(ctx: RuleContext, meta: torch.Tensor, value: Tensor) -> tuple[Scalar | int, ...]:

@@ -32,8 +32,9 @@ so a failed check raises instead of aborting the process.
 several consumers are copied into each; elementwise chains are fused;
 ``acc + matmul(...)`` accumulates in place; unit dimensions are folded; linalg ops are
 tiled to register-sized pieces and vectorized, each row reduction ending in one vector
-reduction, bf16 matmuls on AVX512-BF16 dot products of k pairs; math on vectors
-becomes polynomials or calls of glibc's vector functions (docs/cpu-math.md).
+reduction, bf16 matmuls on AVX512-BF16 dot products of k pairs; powers with a constant
+integral exponent become multiplications; math on vectors becomes polynomials or calls
+of glibc's vector functions (docs/cpu-math.md).
 Bufferization writes the destination arguments in place
 (``in_place``), keeps one buffer per loop-carried tensor, computes empty tensors in their
 destination, hoists allocations out of sequential loops and puts small fixed-size ones on
@@ -56,6 +57,7 @@ from ..rewrites.bf16_dot_products import pair_bf16_dot_products
 from ..rewrites.bf16_memory_as_i16 import move_bf16_through_memory_as_i16
 from ..rewrites.bf16_truncation import define_bf16_truncation
 from ..rewrites.carried_buffers import store_yields_in_carried_buffers
+from ..rewrites.constant_powers import integral_powers_as_fpowi
 from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
 from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
 from ..rewrites.libm_expm1 import call_libm_for_expm1
@@ -218,6 +220,8 @@ FAST: tuple[Step, ...] = (
     rewrite(reduce_across_lanes),
     # Vector math as polynomials or glibc's vector functions, half-precision math in f32 first.
     *passes("func.func(math-extend-to-supported-types{target-type=f32})"),
+    rewrite(integral_powers_as_fpowi),
+    *passes("func.func(math-expand-ops{ops=fpowi})"),  # constant integer powers as multiplications
     rewrite(lower_vector_math),
     *passes(
         "func.func(linalg-generalize-named-ops)",  # named ops left unvectorized (their bodies may be rewritten later)
