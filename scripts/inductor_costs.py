@@ -7,10 +7,11 @@ with the fast pipeline, and times each beside its eager reference and that refer
 compiled by ``torch.compile`` (Inductor's C++ code; compile time excluded, reported
 apart), all three in one process on the same thread count, in alternating rounds. For the
 memory-bound kernels, the fraction of the machine's copy bandwidth their bytes reach (a
-copy of as many bytes timed in the same rounds); for each, the ratio with both sides on one thread (per core, apart from scaling).
+copy of as many bytes timed in the same rounds, into a reused tensor and into a fresh one);
+for each, the ratio with both sides on one thread (per core, apart from scaling).
 Also: row softmax at every block size from 1 to 64 rows, ratio to eager per round, to
-show what the block size and the run-to-run spread do to it. Run it in a process of its
-own: it sets torch's thread count.
+show what the block size and the run-to-run spread do to it, and bias + GELU at a few
+block shapes against Inductor. Run it in a process of its own: it sets torch's thread count.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ GEOMEAN_TO_INDUCTOR = 1.0  # geometric mean of the ratios to Inductor
 MAX_TO_EAGER = 1.2  # no kernel above this ratio to eager
 BANDWIDTH_SHARE = 0.7  # memory-bound kernels: fraction of the measured copy bandwidth
 SOFTMAX_BLOCKS = (1, 2, 4, 8, 16, 32, 64)
+POINTWISE_BLOCKS = ((16, 256), (64, 256), (16, 2048), (8, 2048), (2, 2048))
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Case:
     work: float  # bytes that must move (memory-bound) or FLOPs (compute-bound)
     memory_bound: bool
     note: str = ""  # what the emitted code shows about this kernel's bound, said when it misses a target
+    large_output: bool = True  # returns a tensor as large as an input, allocated by each call
 
 
 def _randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -83,7 +86,7 @@ def _cases() -> list[Case]:
         Case("softmax (one pass)", "softmax_one_pass", [16], (x,), ref("softmax_one_pass"), row_bytes, True),
         Case("log softmax", "log_softmax", [16], (x,), ref("log_softmax"), row_bytes, True),
         Case("cross entropy 4096x8192", "cross_entropy", [8], (logits, target), ref("cross_entropy"),
-             logits.numel() * f32, True),
+             logits.numel() * f32, True, large_output=False),
         Case("KL divergence (log target)", "kl_div_loss", [16, 1024], (y_pred, y_true, True, "none"),
              ref("kl_div_loss"), 2 * rows * cols * f32, True),
         Case("bias + GELU 4096x2048", "bias_gelu", [16, 256], (gate, _randn(wide)), ref("bias_gelu"),
@@ -91,7 +94,9 @@ def _cases() -> list[Case]:
         Case("SwiGLU 4096x2048", "swiglu", [16, 256], (gate, up), ref("swiglu"), 3 * rows * wide * f32, True),
         Case("GEGLU (tanh) 4096x2048", "geglu", [16, 256], (fused,), ref("geglu"), 3 * rows * wide * f32, True),
         Case("rotary embedding 16384x128", "rope", [64], (_randn(16384, 128), 10000.0), ref("rope"),
-             2 * 16384 * 128 * f32, True),
+             2 * 16384 * 128 * f32, True,
+             "it computes a sine and a cosine for every pair of elements (the angles are not an input), as the "
+             "eager reference and Inductor do"),
         Case("attention 32x1024x64", "attention", [1, 64, 64], (q, k, v, 1 / math.sqrt(dim)), ref("attention"),
              attention_flops, False),
         Case("causal attention 32x1024x64", "attention_causal", [1, 64, 64], (q, k, v, 1 / math.sqrt(dim)),
@@ -141,7 +146,8 @@ def _row(case: Case, threads: int, rounds: int, budget: float) -> dict[str, Any]
         """The copy's time over ``who``'s, per round: the share of the copy bandwidth ``who`` reaches."""
         return statistics.median(_ratios(samples, "copy", who)) if case.memory_bound else None
 
-    return dict(name=case.name, memory_bound=case.memory_bound, note=case.note, ours_s=ours_s,
+    return dict(name=case.name, memory_bound=case.memory_bound, note=case.note, large_output=case.large_output,
+                ours_s=ours_s,
                 eager_s=statistics.median(samples["eager"]), inductor_s=statistics.median(samples["inductor"]),
                 ratio=statistics.median(_ratios(samples, "ours", "inductor")),
                 eager_ratio=statistics.median(_ratios(samples, "ours", "eager")),
@@ -166,6 +172,24 @@ def _softmax_blocks(threads: int, rounds: int, budget: float) -> list[dict[str, 
     return found
 
 
+def _pointwise_blocks(threads: int, rounds: int, budget: float) -> list[dict[str, Any]]:
+    """bias + GELU 4096x2048 at each block shape: per-round ratios to Inductor."""
+    example = load_example_by_name("bias_gelu")
+    x, bias = _randn(4096, 2048), _randn(2048)
+    inductor = torch.compile(example.reference)
+    inductor(x, bias)
+    contenders: dict[str, Callable[[], Any]] = {"inductor": lambda: inductor(x, bias)}
+    for blocks in POINTWISE_BLOCKS:
+        kernel = helion.kernel(example.KERNEL.fn, config=helion.Config(block_sizes=list(blocks)))
+        compiled = compile_kernel(kernel.bind((x, bias)), threads=threads)
+        contenders[str(blocks)] = lambda compiled=compiled: compiled(x, bias)
+    samples = _timed(contenders, rounds, budget)
+    return [dict(blocks=blocks, ours_s=statistics.median(samples[str(blocks)]),
+                 inductor_s=statistics.median(samples["inductor"]),
+                 ratio=statistics.median(_ratios(samples, str(blocks), "inductor")))
+            for blocks in POINTWISE_BLOCKS]
+
+
 def measure_against_inductor(threads: int = 2, rounds: int = 5, budget: float = 0.2) -> dict[str, Any]:
     """Everything the module docstring lists, as plain data."""
     torch.set_num_threads(threads)
@@ -173,7 +197,7 @@ def measure_against_inductor(threads: int = 2, rounds: int = 5, budget: float = 
     peaks = measure_peaks()
     rows = [_row(case, threads, rounds, budget) for case in _cases()]
     return dict(threads=threads, peaks=peaks, rows=rows, softmax=_softmax_blocks(threads, rounds, budget),
-                load=os.getloadavg()[0])
+                pointwise=_pointwise_blocks(threads, rounds, budget), load=os.getloadavg()[0])
 
 
 def _geomean(values: list[float]) -> float:
@@ -192,7 +216,7 @@ def _bound(row: dict[str, Any], threads: int) -> str:
     if row["share"] is not None:
         per_core += (f"; it moves {100 * row['share']:.0f}% of the copy bandwidth "
                      f"(Inductor {100 * row['inductor_share']:.0f}%)")
-        if row["fresh_share"] < BANDWIDTH_SHARE:
+        if row.get("large_output", True) and row["fresh_share"] < BANDWIDTH_SHARE:
             per_core += (f", where the same copy into a tensor the call allocates reaches "
                          f"{100 * row['fresh_share']:.0f}%: first-touch page faults on the fresh output bound every side")
     return per_core + (f"; {row['note']}" if row.get("note") else "")
@@ -271,6 +295,17 @@ def render_inductor(data: dict[str, Any]) -> str:
     for s in data["softmax"]:
         lines.append(f"| {s['block']} | {s['ours_s'] * 1e3:.2f} | {s['eager_s'] * 1e3:.2f} | {s['ratio']:.2f} | "
                      f"{s['low']:.2f} / {s['high']:.2f} |")
+    if data.get("pointwise"):
+        lines += [
+            "",
+            "bias + GELU 4096x2048 (`examples/bias_gelu.py`) at each block shape (rows, columns), against Inductor in",
+            "alternating rounds (median ratio), each call writing a fresh output as above.",
+            "",
+            "| blocks | ours (ms) | Inductor (ms) | ratio |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| {list(p['blocks'])} | {p['ours_s'] * 1e3:.2f} | {p['inductor_s'] * 1e3:.2f} | {p['ratio']:.2f} |"
+                  for p in data["pointwise"]]
     lines.append("")
     return "\n".join(lines)
 

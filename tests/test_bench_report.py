@@ -90,8 +90,10 @@ def test_inductor_section_summarizes_the_targets_and_says_what_bounds_each_miss(
             _inductor_row("SwiGLU", 0.9, 0.5, 0.95, 0.28, fresh_share=0.26)]
     data = dict(threads=2, rows=rows, load=3.0, softmax=[dict(block=16, ours_s=0.002, eager_s=0.0015, ratio=1.33,
                                                               low=1.2, high=1.6)],
-                peaks=dict(copy_gbs=32.0, copy_rows_gbs=100.0, sgemm_gflops=180.0))
+                peaks=dict(copy_gbs=32.0, copy_rows_gbs=100.0, sgemm_gflops=180.0),
+                pointwise=[dict(blocks=(16, 256), ours_s=0.03, inductor_s=0.02, ratio=1.52)])
     text = render_inductor(data)
+    assert "| [16, 256] | 30.00 | 20.00 | 1.52 |" in text
     geomean = (0.5 * 2.0 * 1.3 * 1.0 * 0.9) ** 0.2
     assert f"| geometric mean of ours / Inductor <= 1 | {geomean:.2f} | missed |" in text  # 1.04
     assert "| no kernel above 1.5x Inductor | 2.00x (GEGLU) | missed |" in text
