@@ -272,7 +272,7 @@ def test_each_effort_configures_helions_search_with_its_profile(effort: str, gen
         tuner = bound.settings.autotuner_fn(bound, args)
         assert bound.settings.autotune_config_overrides["num_warps"] == 4  # pinned while tuning
         budget = bound.settings.autotune_budget_seconds
-    assert budget == (tuning_session.QUICK_BUDGET_SECONDS if effort == "quick" else None)
+    assert budget == tuning_session.DEFAULT_BUDGET_SECONDS[effort]
     search = tuner.autotuner
     assert type(search).__name__ == "LFBOTreeSearch" and type(tuner).__name__ == "CPUAutotuneCache"
     assert (search.max_generations, search.initial_population_strategy.value) == (generations, strategy)

@@ -7,7 +7,7 @@
   in the JIT worker (:mod:`.worker`); a candidate that crashes or hangs there is skipped
   with the reason, the tuning process is untouched;
 * the fields that cannot change the CPU code are pinned (:mod:`.search_space`);
-* a quick search has a time budget (:data:`QUICK_BUDGET_SECONDS`) unless one is set;
+* a search has a time budget per effort (:data:`DEFAULT_BUDGET_SECONDS`) unless one is set;
 * Helion's default autotuner (``HELION_AUTOTUNER``, the effort's profile) is wrapped in
   the CPU variant of the local cache chosen by ``HELION_AUTOTUNE_CACHE`` (:mod:`.cache`).
 
@@ -56,11 +56,17 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: ``autotune_budget_seconds`` of a quick search unless the user sets one (as Helion's CuTe
-#: and Metal backends bound their non-full searches): on CPU a candidate costs tenths of a
-#: second to compile and its runs are slower than a GPU's, so Helion's quick profile alone
-#: can take minutes on a large kernel.
-QUICK_BUDGET_SECONDS = 45
+#: ``autotune_budget_seconds`` of a search at each effort unless the user sets one. On a
+#: CPU a candidate costs tenths of a second to compile and its runs are slower than a GPU's,
+#: so Helion's profiles, sized for GPUs, take minutes at quick effort (Helion's CuTe and Metal
+#: backends bound their non-full searches alike) and far longer at full effort on kernels
+#: that move much memory: a full search of a 1024x16384 RMS norm spent 281 s on its first
+#: 30 configs on two loaded cores. Helion checks the budget between generations and sizes its
+#: final selection of the best configs to what is left, by its own estimate of a window, so a
+#: search ends past the budget by up to a generation and what the estimate misses (a large
+#: tensor's trips to the JIT worker): with 480 s that search took 608 s at a load average of 9
+#: on the two cores. 420 s keeps a full search within ten minutes.
+DEFAULT_BUDGET_SECONDS = {"quick": 45, "full": 420}
 
 
 class CandidateKernel(CompiledKernel):
@@ -210,8 +216,8 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
     settings.autotune_config_overrides = cpu_config_overrides(bound, saved["autotune_config_overrides"])
     if saved["autotuner_fn"] is default_autotuner_fn:
         settings.autotuner_fn = _cpu_autotuner_fn(session)
-    if settings.autotune_budget_seconds is None and settings.autotune_effort == "quick":
-        settings.autotune_budget_seconds = QUICK_BUDGET_SECONDS
+    if settings.autotune_budget_seconds is None:
+        settings.autotune_budget_seconds = DEFAULT_BUDGET_SECONDS.get(settings.autotune_effort)
     token = _ACTIVE.set(session)
     session.worker.timed.clear()
     try:
