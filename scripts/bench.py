@@ -14,8 +14,9 @@
   (``scripts/exec_costs.py``, in a process of its own); ``--only execution`` measures just
   that and replaces its section in the existing document.
 * Autotuning on CPU (``scripts/tune_costs.py``, in a process of its own): only with
-  ``--only tuning``, which takes one to two hours (a full-effort search per kernel); the
-  other runs keep the section the document has.
+  ``--only tuning``, which takes one to two hours (a full-effort search per kernel;
+  ``--tuning-full KERNEL`` keeps those to the kernels named); the other runs keep the
+  section the document has.
 * Memory while compiling hundreds of configs of one kernel, as an autotuner does
   (``scripts/compile_memory.py``, in a process of its own); ``--only compile-memory``
   measures just that and replaces its section and its summary row.
@@ -71,12 +72,13 @@ def import_costs() -> list[dict]:
     return _subprocess_json(code)  # type: ignore[return-value]
 
 
-def _measured_in_own_process(module: str, function: str) -> dict:
-    """``module.function()``'s data, measured in a process of its own (it sets torch's threads)."""
+def _measured_in_own_process(module: str, function: str, **arguments: Any) -> dict:
+    """``module.function(**arguments)``'s data, measured in a process of its own (it sets
+    torch's threads); ``arguments`` are plain data."""
     code = (
         "import json, sys; sys.path[:0] = ['scripts', 'tests']\n"
         f"import helion_mlir\nfrom {module} import {function}\n"
-        f"print(json.dumps({function}()))"
+        f"print(json.dumps({function}(**json.loads({json.dumps(arguments)!r}))))"
     )
     return _subprocess_json(code)  # type: ignore[return-value]
 
@@ -118,8 +120,8 @@ def replace_summary_row(document: str, row: str, prefix: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tuning_costs() -> dict:
-    return _measured_in_own_process("tune_costs", "measure_tuning")
+def tuning_costs(full_names: list[str] | None = None) -> dict:
+    return _measured_in_own_process("tune_costs", "measure_tuning", full_names=full_names)
 
 
 def section_of(document: str, title: str) -> str | None:
@@ -386,6 +388,9 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=DOC)
     parser.add_argument("--only", choices=["execution", "tuning", "compile-memory", *SECTIONS],
                         help="measure only this section and replace it in the existing output")
+    parser.add_argument("--tuning-full", action="append", metavar="KERNEL",
+                        help="with --only tuning: tune only this kernel (a row name of scripts/tune_costs.py) at "
+                             "full effort as well; repeatable; default: every kernel (minutes each)")
     options = parser.parse_args()
     if options.only == "compile-memory":
         print("measuring memory while compiling many configs...", file=sys.stderr)
@@ -400,7 +405,7 @@ def main() -> None:
         return
     if options.only == "tuning":
         print("measuring autotuning (quick, full and a sweep per kernel: one to two hours)...", file=sys.stderr)
-        tuning = render_tuning(tuning_costs())
+        tuning = render_tuning(tuning_costs(options.tuning_full))
         options.output.write_text(replace_section(options.output.read_text(), tuning))
         print(f"updated {options.output}", file=sys.stderr)
         return

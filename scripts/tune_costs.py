@@ -67,6 +67,7 @@ class TuneCase:
     args: Callable[[], tuple[Any, ...]]
     sweep: Sequence[Sequence[int]]  # block size values per block, the grid's axes
     reduction_loops: Sequence[int | None] = ()  # values of reduction_loops[0], when it has one
+    note: str = ""  # what bounds the kernel, said under the table when it misses a target
 
     def grid(self) -> list[helion.Config]:
         configs = []
@@ -95,7 +96,7 @@ CASES = [
              lambda: (_randn(256, 16384), _randn(16384, 256)),
              [_pow2(64, 256), _pow2(64, 256), _pow2(1024, 16384), _pow2(32, 256)]),
     TuneCase("softmax", "softmax_two_pass", "4096x1024", lambda: (_randn(4096, 1024),),
-             [[1, 4, 16, 64], [64, 256, 1024], [64, 256, 1024]]),
+             [[1, 2, 4, 16, 64], [64, 256, 1024], [64, 256, 1024]]),
     TuneCase("layer norm", "layer_norm", "4096x1024", lambda: (_randn(4096, 1024), _randn(1024), _randn(1024), 1e-5),
              [_pow2(1, 256)], [None, 64, 256]),
     TuneCase("attention", "attention", "32 heads x 1024 x 64",
@@ -194,18 +195,22 @@ def _compare(case: TuneCase, configs: dict[str, dict[str, Any]]) -> dict[str, fl
 
 
 def measure_tuning(efforts: Sequence[str] = ("quick", "full"), names: Sequence[str] | None = None,
-                   threads: int = 2) -> dict[str, Any]:
-    """Everything the module docstring lists, as plain data."""
+                   threads: int = 2, full_names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Everything the module docstring lists, as plain data: for the cases ``names`` (all by
+    default), each tuned at ``efforts``, ``full`` only for ``full_names`` when given (a
+    full-effort search takes minutes per kernel)."""
     torch.set_num_threads(threads)
     rows = []
     for case in CASES if not names else [_case(n) for n in names]:
         print(f"{case.name}:", file=sys.stderr)
-        row: dict[str, Any] = dict(name=case.name, example=case.example, shape=case.shape)
+        row: dict[str, Any] = dict(name=case.name, example=case.example, shape=case.shape, note=case.note)
         default = _kernel(case, autotune_effort="none").bind(case.args()).config_spec.default_config()
         row["default_config"] = configs_default = dict(default.config)
         configs = {"default": configs_default}
         with tempfile.TemporaryDirectory() as cache_dir:
             for effort in efforts:
+                if effort == "full" and full_names is not None and case.name not in full_names:
+                    continue
                 row[effort] = _in_fresh_process(case.name, effort, cache_dir)
                 configs[effort] = row[effort]["config"]
                 print(f"  {effort}: {row[effort]['seconds']:.0f} s, {row[effort]['timed']} timed", file=sys.stderr)
@@ -216,7 +221,8 @@ def measure_tuning(efforts: Sequence[str] = ("quick", "full"), names: Sequence[s
         configs["sweep"] = row["sweep"]["config"]
         print(f"  sweep: {row['sweep']['grid']} configs in {row['sweep']['seconds']:.0f} s", file=sys.stderr)
         row["ms"] = _compare(case, configs)
-        print(f"  times: {row['ms']}", file=sys.stderr)
+        row["load"] = os.getloadavg()[0]
+        print(f"  times: {row['ms']} (load {row['load']:.1f})", file=sys.stderr)
         rows.append(row)
     return dict(threads=threads, efforts=list(efforts), rows=rows, load=os.getloadavg())
 
@@ -280,14 +286,17 @@ def render_tuning(data: dict[str, Any]) -> str:
         "grid of block sizes (and `reduction_loops`) listed per kernel, timing every config and keeping the fastest.",
         "Then, in one process, the default config, the configs found and torch are timed round-robin on fresh",
         "copies of the arguments (median ms). `second process`: a fresh process on the cache the quick run left,",
-        "the kernel's first call (bind, compile the cached config, run) and the candidates it timed.",
+        "the kernel's first call (bind, compile the cached config, run) and the candidates it timed. `load`: the",
+        "one-minute load average of the machine when the row's comparison ended (2 cores); torch's OpenMP code",
+        "slows down under load far more than the compiled kernels do, so ratios to eager and torch.compile hold",
+        "only at the load they were measured at.",
         "",
         *target_lines(rows),
         "",
         "| kernel | size | default (ms) | quick (ms) | full (ms) | sweep best (ms) | quick / sweep | default / quick | "
-        "eager (ms) | torch.compile (ms) | quick: tune s, timed | full: tune s, timed | sweep: configs, s | "
-        "second process: first call s, timed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "eager (ms) | torch.compile (ms) | quick / eager | quick: tune s, timed | full: tune s, timed | "
+        "sweep: configs, s | second process: first call s, timed | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ms = r["ms"]
@@ -301,9 +310,10 @@ def render_tuning(data: dict[str, Any]) -> str:
             f"| {r['name']} | {r['shape']} | {_fmt(ms['default'])} | {_fmt(ms.get('quick'))} | {_fmt(ms.get('full'))} | "
             f"{_fmt(ms['sweep'])} | {ms.get('quick', math.nan) / ms['sweep']:.2f} | "
             f"{ms['default'] / ms.get('quick', math.nan):.2f} | {_fmt(ms.get('torch eager'))} | "
-            f"{_fmt(ms.get('torch.compile'))} | {effort_cell('quick')} | {effort_cell('full')} | "
-            f"{r['sweep']['grid']}, {r['sweep']['seconds']:.0f} s | "
-            + ("-" if second is None else f"{second['first_call_s']:.2f} s, {second['timed']}") + " |"
+            f"{_fmt(ms.get('torch.compile'))} | {ms.get('quick', math.nan) / ms.get('torch eager', math.nan):.2f} | "
+            f"{effort_cell('quick')} | {effort_cell('full')} | {r['sweep']['grid']}, {r['sweep']['seconds']:.0f} s | "
+            + ("-" if second is None else f"{second['first_call_s']:.2f} s, {second['timed']}")
+            + (f" | {r['load']:.1f} |" if "load" in r else " | - |")
         )
     lines += ["", "Configs found (block sizes, `r` reduction loops):", "",
               "| kernel | default | " + " | ".join(efforts) + " | sweep |",
@@ -311,6 +321,10 @@ def render_tuning(data: dict[str, Any]) -> str:
     for r in rows:
         found = " | ".join(_blocks(r.get(e, {}).get("config")) for e in efforts)
         lines.append(f"| {r['name']} | {_blocks(r.get('default_config'))} | {found} | {_blocks(r['sweep']['config'])} |")
+    notes = [f"- {r['name']}: {r['note']}" for r in rows if r.get("note")]
+    if notes:
+        lines += ["", "What the measurements show about some kernels (found with the script's sizes, measured apart):",
+                  "", *notes]
     return "\n".join(lines) + "\n"
 
 
@@ -318,5 +332,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["child"]:
         print(json.dumps(child(sys.argv[2], sys.argv[3])))
     else:
-        data = measure_tuning()
-        print(json.dumps(data))
+        print(json.dumps(measure_tuning()))

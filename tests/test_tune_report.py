@@ -41,3 +41,15 @@ def test_a_target_no_row_measures_is_not_reported_met() -> None:
     assert "- full <= 10 min per kernel: not measured in this run" in text
     assert "- matmul >= 1.5x faster than the default config: not measured in this run" in text
     assert "- quick <= 1.10x the sweep's best: met" in text
+
+
+def test_a_kernel_tuned_at_quick_effort_only_shows_no_full_run_and_its_note() -> None:
+    full, quick_only = _row("matmul f32", 20.0, 10.0, 9.5, 40.0, 0.4), _row("softmax", 1.0, 1.0, 1.0, 30.0, 0.4)
+    del quick_only["full"], quick_only["ms"]["full"]
+    quick_only.update(load=6.54, note="eager's threads wait for cores under load")
+    text = render_tuning(dict(threads=2, efforts=["quick", "full"], rows=[full, quick_only], load=(1.0, 1.0, 1.0)))
+    assert "- full <= 10 min per kernel: met" in text
+    assert "| softmax | 1024^3 | 1.00 | 1.00 | - | 1.00 | 1.00 | 1.00 | 10.00 | - | 0.10 | 30 s, 25 | - |" in text
+    assert text.count(" | 6.5 |") == 1 and "| 0.40 s, 0 | - |" in text  # the row without a load says so
+    assert "- softmax: eager's threads wait for cores under load" in text
+    assert "| softmax | [16, 16, 16] | [32, 32, 32] | - | [32, 32, 32] |" in text
