@@ -32,6 +32,7 @@ from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
 from helion_mlir.runtime.tuning.seeds import SEED_TILES
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
 from helion_mlir.runtime.tuning.worker import MAX_PENDING_COMPILES, JITWorker
+from helion_mlir.runtime.tuning.worker_process import WORKER_ARGUMENTS
 from helion_mlir_cli import main
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -337,6 +338,31 @@ def test_compiles_in_flight_are_bounded_so_the_pipe_cannot_fill_both_ways(worker
     x = torch.arange(4, dtype=torch.float32)
     for factor, function in enumerate(functions):
         torch.testing.assert_close(function(x)[0], x * factor)
+
+
+def test_more_finalists_than_the_worker_keeps_arguments_for_are_timed_together(worker: JITWorker) -> None:
+    """Helion's full search re-times up to eighteen finalists at once; the worker keeps the
+    arguments of fewer, and times the others on those of a candidate of the same call."""
+    functions = [worker.compile(_scaled(factor)) for factor in range(WORKER_ARGUMENTS + 4)]
+    x = torch.arange(4, dtype=torch.float32)
+    for factor, function in enumerate(functions):
+        torch.testing.assert_close(function(x)[0], x * factor)
+    samples = worker.interleave(functions, repeat=2, max_total_ms=None)
+    assert len(samples) == len(functions)
+    assert all(s and all(t > 0 for t in s) for s in samples)
+
+
+def test_a_candidate_whose_arguments_no_kept_call_matches_is_refused(worker: JITWorker) -> None:
+    wide = CandidateModule("""func.func @wide(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  return %arg0 : tensor<8xf32>
+}
+""", "wide", OutputType.LINALG_ON_TENSORS, "fast", 1, True)
+    first = worker.compile(wide)
+    first(torch.zeros(8))
+    for factor in range(WORKER_ARGUMENTS):  # pushes the 8-element call out
+        worker.compile(_scaled(factor))(torch.zeros(4))
+    with pytest.raises(ExecutionError, match="has not run yet"):
+        worker.interleave([first], repeat=1, max_total_ms=None)
 
 
 ABORT = _module("boom", """

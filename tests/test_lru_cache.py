@@ -34,6 +34,16 @@ def test_least_recently_used_entry_is_evicted_first() -> None:
     assert len(cache) == 0 and cache.get("a") is None
 
 
+def test_values_come_most_recently_used_first_without_changing_the_order() -> None:
+    cache: LRUCache[str] = LRUCache(3)
+    for key in "abc":
+        cache.put(key, key.upper())
+    cache.get("a")
+    assert cache.values() == ["A", "C", "B"]
+    cache.put("d", "D")  # "b" is still the least recently used
+    assert cache.values() == ["D", "A", "C"]
+
+
 def test_capacity_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         LRUCache(0)

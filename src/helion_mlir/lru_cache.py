@@ -62,6 +62,11 @@ class LRUCache(Generic[V]):
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self._weight -= dropped
 
+    def values(self) -> list[V]:
+        """The values, most recently used first (their order of use unchanged)."""
+        with self._lock:
+            return [value for value, _ in reversed(self._entries.values())]
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -14,8 +14,10 @@ from typing import Any
 
 import torch
 
+from ...errors import ArgumentError
 from ...lru_cache import LRUCache
 from ..engine import CompiledFunction, clear_compile_cache, compile_module
+from ..params import TensorParam, check_scalar, check_tensor
 from .protocol import CandidateModule, Signature, receive, send
 from .timing import interleave, measure
 
@@ -23,8 +25,9 @@ __all__ = ["main", "serve"]
 
 #: Compiled candidates the worker keeps; older ones are compiled again when asked for.
 WORKER_FUNCTIONS = 32
-#: Candidates whose last arguments the worker keeps for timing (Helion re-times at most ten
-#: finalists together).
+#: Candidates whose last arguments the worker keeps for timing. Helion may re-time more
+#: finalists together than this; a candidate whose arguments went is timed on another's
+#: (see :meth:`_Server.arguments`).
 WORKER_ARGUMENTS = 16
 
 
@@ -102,9 +105,7 @@ class _Server:
         call needs: the written arguments restored, when the function reads what it wrote
         (two calls in a row leave different values)."""
         fn = self.function(key)
-        args = self.last_args.get(key)
-        if args is None:
-            raise ValueError(f"candidate {key} has not run yet")
+        args = self.arguments(key, fn)
         working = _working_copies(fn, args)
         written = sorted(_written(fn))
 
@@ -121,6 +122,34 @@ class _Server:
         call()
         compounding = any(not torch.equal(_bits(before), _bits(working[i])) for before, i in zip(first, written))
         return call, (restore if compounding else None)
+
+
+    def arguments(self, key: str, fn: CompiledFunction) -> tuple[Any, ...]:
+        """The arguments of candidate ``key``'s last run. When they were dropped to bound the
+        worker's memory, those of another candidate that ``fn`` accepts: the worker serves
+        one tuning run at a time (it forgets between runs), and every candidate of a run is
+        called with the same kernel arguments, so any of them is that call."""
+        args = self.last_args.get(key)
+        if args is None:
+            args = next((other for other in self.last_args.values() if _accepts(fn, other)), None)
+        if args is None:
+            raise ValueError(f"candidate {key} has not run yet")
+        return args
+
+
+def _accepts(fn: CompiledFunction, args: tuple[Any, ...]) -> bool:
+    """Whether ``fn`` takes ``args`` as they are (types, dtypes and static sizes)."""
+    if len(args) != len(fn.params):
+        return False
+    try:
+        for index, (param, value) in enumerate(zip(fn.params, args)):
+            if isinstance(param, TensorParam):
+                check_tensor(fn.signature, param, value, index)
+            else:
+                check_scalar(fn.signature, param, value, index)
+    except ArgumentError:
+        return False
+    return True
 
 
 def _written(fn: CompiledFunction) -> set[int]:
