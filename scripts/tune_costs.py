@@ -43,7 +43,7 @@ from examples_util import load_example_by_name  # noqa: E402
 
 from helion_mlir.runtime.compiled_kernel import compile_kernel  # noqa: E402
 from helion_mlir.runtime.tuning.session import observed_sessions  # noqa: E402
-from helion_mlir.runtime.tuning.timing import interleave  # noqa: E402
+from helion_mlir.runtime.tuning.timing import fresh_argument_run, interleave  # noqa: E402
 from helion_mlir.runtime.tuning.tune import tune, tuning_twin  # noqa: E402
 
 __all__ = ["SECTION", "measure_tuning", "render_tuning", "target_lines"]
@@ -191,17 +191,6 @@ def _in_fresh_process(name: str, mode: str, cache_dir: str) -> dict[str, Any]:
 # ------------------------------------------------------------------ this process
 
 
-def _fresh_arguments(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[], Any], Callable[[], None]]:
-    private = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-    pairs = [(p, a) for p, a in zip(private, args) if isinstance(a, torch.Tensor)]
-
-    def restore() -> None:
-        for copy, original in pairs:
-            copy.copy_(original)
-
-    return (lambda: fn(*private)), restore
-
-
 def _compare(case: TuneCase, configs: dict[str, dict[str, Any]]) -> dict[str, float]:
     """Median ms of each config's compiled kernel, torch eager and torch.compile, interleaved."""
     args = case.args()
@@ -221,7 +210,7 @@ def _compare(case: TuneCase, configs: dict[str, dict[str, Any]]) -> dict[str, fl
     for label in configs:
         got = functions[label](*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
         torch.testing.assert_close(got.float(), expected.float(), rtol=2e-2, atol=2e-2)
-    runs = [_fresh_arguments(fn, args) for fn in functions.values()]
+    runs = [fresh_argument_run(fn, args) for fn in functions.values()]
     samples = interleave([c for c, _ in runs], prepares=[p for _, p in runs], repeat=10_000,
                          max_total_ms=COMPARISON_MS)
     return {label: statistics.median(s) for label, s in zip(functions, samples)}

@@ -18,7 +18,7 @@ import torch
 
 from ..output_type import OutputType
 from ..runtime.compiled_kernel import compile_kernel
-from ..runtime.tuning.timing import interleave
+from ..runtime.tuning.timing import fresh_argument_run, interleave
 from ..runtime.tuning.tune import TuneResult, tune
 from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError, stage
 from .kernel_loading import load_module
@@ -71,7 +71,7 @@ def _print_comparison(target: KernelTarget, result: TuneResult, output_type: Out
             reference = getattr(load_module(target.path), "reference", None)
             if callable(reference):
                 functions["torch eager"] = reference
-            runs = [_fresh_arguments_run(fn, target.args) for fn in functions.values()]
+            runs = [fresh_argument_run(fn, target.args) for fn in functions.values()]
             samples = interleave([call for call, _ in runs], prepares=[prep for _, prep in runs], repeat=1000,
                                  max_total_ms=COMPARISON_MS)
     except StageError as err:
@@ -85,16 +85,3 @@ def _print_comparison(target: KernelTarget, result: TuneResult, output_type: Out
     if "torch eager" not in times:
         parts.append(f"torch eager: n/a ({target.path.name} defines no reference())")
     print("times: " + ", ".join(parts))
-
-
-def _fresh_arguments_run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[], Any], Callable[[], None]]:
-    """A call of ``fn`` on private copies of ``args``, and the (untimed) restoring of those
-    copies before each call, so that a kernel writing its arguments does not compound."""
-    private = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-    pairs = [(p, a) for p, a in zip(private, args) if isinstance(a, torch.Tensor)]
-
-    def restore() -> None:
-        for copy, original in pairs:
-            copy.copy_(original)
-
-    return (lambda: fn(*private)), restore

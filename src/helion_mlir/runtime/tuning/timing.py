@@ -27,12 +27,16 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
+
+import torch
 
 __all__ = [
     "INTERLEAVED_BUDGET_MS",
     "LONG_CALL_MS",
     "MIN_ROUNDS",
     "MIN_SAMPLES",
+    "fresh_argument_run",
     "interleave",
     "measure",
     "summarize",
@@ -152,3 +156,16 @@ def summarize(samples: Sequence[float], return_mode: str = "median",
     if return_mode not in reducers:
         raise ValueError(f"return_mode must be one of min, max, mean, median, all; got {return_mode!r}")
     return reducers[return_mode](samples)
+
+
+def fresh_argument_run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """A call of ``fn`` on private copies of ``args``, and the (untimed) restoring of those
+    copies before each call, so that a kernel writing its arguments does not compound."""
+    private = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    pairs = [(p, a) for p, a in zip(private, args) if isinstance(a, torch.Tensor)]
+
+    def restore() -> None:
+        for copy, original in pairs:
+            copy.copy_(original)
+
+    return (lambda: fn(*private)), restore
