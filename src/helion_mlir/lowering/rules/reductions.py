@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from helion.language import reduce_ops, scan_ops
 from torch import fx
 
@@ -22,6 +21,7 @@ from ..context import RuleContext
 from ..emitter import Emitter
 from ..registry import register_lowering
 from ..values import Tensor
+from .tiles import ragged_dims
 from .views import expand_dims
 
 
@@ -118,10 +118,5 @@ def _in_bounds_length(ctx: RuleContext, inputs_arg: Any, dim: int, size: Any) ->
     folded into every real one (a product over zero padding gives zeros). A forward scan
     needs no such care, since padding comes after every real lane."""
     first = inputs_arg[0] if isinstance(inputs_arg, (list, tuple)) else inputs_arg
-    meta = first.meta.get("val") if isinstance(first, fx.Node) else None
-    if not isinstance(meta, torch.Tensor):
-        return size
-    tile = ctx.tile_of(meta.shape[dim])
-    if tile is None or not tile.ragged or size != tile.size:
-        return size
-    return tile.extent
+    tile = dict(ragged_dims(ctx, first, ctx.tensor(first).rank)).get(dim)
+    return tile.extent if tile is not None and size == tile.size else size
