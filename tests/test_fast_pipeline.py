@@ -22,6 +22,7 @@ from torch_mlir.passmanager import PassManager
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.engine import compile_module, lower_module
+from helion_mlir.runtime.pipelines.runner import DUMP_ENVIRONMENT_VARIABLE
 from helion_mlir.runtime.rewrites.constant_powers import integral_powers_as_fpowi
 from helion_mlir.runtime.rewrites.fold_add_into_matmul import fold_add_into_matmul
 from helion_mlir.runtime.rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
@@ -202,6 +203,41 @@ def test_rows_of_run_time_length_are_vectorized_with_masked_loads() -> None:
         // CHECK: "llvm.intr.vector.reduce.fadd"(%{{{{.*}}}}, %{{{{.*}}}}) <{{fastmathFlags = #llvm.fastmath<reassoc>}}> : (f32, vector<{lanes}xf32>) -> f32
         // CHECK: llvm.intr.masked.store
     """)
+
+
+def _after_step(tmp_path, monkeypatch, text: str, func_name: str, step: str) -> str:
+    """The module as the fast pipeline (2 threads) leaves it after ``step``."""
+    monkeypatch.setenv(DUMP_ENVIRONMENT_VARIABLE, str(tmp_path))
+    lowered = lower_module(text, func_name, threads=2, in_place=True)
+    [dump] = tmp_path.glob(f"{func_name}.fast/*-{step}.mlir")
+    return dump.read_text() + "\n// LOWERED\n" + lowered
+
+
+def test_a_matmul_accumulator_gets_a_stack_buffer_of_its_own_not_the_output_tile(tmp_path, monkeypatch) -> None:
+    """Helion's default [16, 16, 16]: the sum over K is carried in a contiguous tile buffer
+    on the stack and copied into the output once per tile, instead of being read and written
+    in the output tile, whose rows, a full output row apart, share L1 sets with those of ``x``."""
+    text = _example_module("matmul", (torch.randn(256, 256), torch.randn(256, 256)), block_sizes=[16, 16, 16])
+    run_filecheck(_after_step(tmp_path, monkeypatch, text, "matmul", "accumulate-in-local-buffers"), """
+        // CHECK: scf.forall
+        // CHECK: %[[ACC:.*]] = bufferization.alloc_tensor() : tensor<16x16xf32>
+        // CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ACC]])
+        // CHECK-NOT: tensor.empty
+        // CHECK: tensor.parallel_insert_slice
+        // CHECK-LABEL: // LOWERED
+        // CHECK-LABEL: llvm.func @matmul(
+        // CHECK: omp.loop_nest
+        // CHECK: %[[TILE:.*]] = llvm.mlir.constant(256 : index)
+        // CHECK-NEXT: llvm.alloca %[[TILE]] x f32
+        // CHECK-NOT: llvm.call @malloc
+        // CHECK-LABEL: llvm.func @_mlir_ciface_matmul(
+    """)
+
+
+def test_tiles_written_once_are_still_computed_in_the_output(tmp_path, monkeypatch) -> None:
+    text = _example_module("add", (torch.randn(256, 256), torch.randn(256, 256)), block_sizes=[16, 16])
+    after = _after_step(tmp_path, monkeypatch, text, "add", "accumulate-in-local-buffers")
+    assert "tensor.empty" in after and "bufferization.alloc_tensor" not in after
 
 
 def test_matmul_tiles_are_register_blocks_of_fmas() -> None:

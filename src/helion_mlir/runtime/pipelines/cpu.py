@@ -61,6 +61,7 @@ from ..rewrites.constant_powers import integral_powers_as_fpowi
 from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
 from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
 from ..rewrites.libm_expm1 import call_libm_for_expm1
+from ..rewrites.local_accumulators import accumulate_in_local_buffers
 from ..rewrites.low_precision_floats import emulate_low_precision_floats
 from ..rewrites.polynomial_exp import expand_exponentials
 from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
@@ -231,6 +232,7 @@ FAST: tuple[Step, ...] = (
     rewrite(mark_fresh_buffers_restrict),
     rewrite(store_yields_in_carried_buffers),
     boundary(ModuleLowering.store_results_in_destinations, when=IN_PLACE),
+    rewrite(accumulate_in_local_buffers),
     *passes(
         "eliminate-empty-tensors",  # empty tensors inserted into a destination are computed in it
         _ONE_SHOT_BUFFERIZE,
