@@ -34,6 +34,7 @@ from examples_util import (
     bound_args,
     clone_args,
     clone_kwargs,
+    dynamic_shapes_kernel,
     example_call,
     load_example_by_name,
 )
@@ -104,15 +105,10 @@ def case_seed(example: str, index: int, base_seed: int = 0) -> int:
     return zlib.crc32(f"{base_seed}:{example}:{index}".encode())
 
 
-@functools.cache
 def kernel_of(example: str, static_shapes: bool) -> helion.Kernel:
-    """The example's kernel, or its twin with ``static_shapes=False`` (cached, so that
-    Helion's bound kernels are reused across configs)."""
-    kernel = load_example_by_name(example).KERNEL
-    if static_shapes:
-        return kernel
-    return helion.kernel(kernel.fn, configs=list(kernel.configs), static_shapes=False,
-                         ignore_warnings=kernel.settings.ignore_warnings)
+    """The example's kernel, or its twin with ``static_shapes=False`` (shared with the other
+    example tests, so that Helion's bound kernels are reused across configs and tests)."""
+    return load_example_by_name(example).KERNEL if static_shapes else dynamic_shapes_kernel(example)
 
 
 def bound_kernel(case: FuzzCase) -> Any:

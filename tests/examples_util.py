@@ -14,6 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import helion
 import torch
 
 from helion_mlir.runtime.reference import reference_kernel as ref_mode_kernel
@@ -76,6 +77,18 @@ def load_example_by_name(name: str) -> ModuleType:
     return load_example(EXAMPLES_DIR / f"{name}.py")
 
 
+@functools.cache
+def dynamic_shapes_kernel(name: str) -> helion.Kernel:
+    """The example's kernel with ``static_shapes=False``, its config and settings otherwise.
+
+    One twin per example and process: Helion caches bound kernels per kernel object, so the
+    tests that bind an example with dynamic shapes (CPU, IREE, config fuzzing) bind it once.
+    """
+    kernel = load_example_by_name(name).KERNEL
+    return helion.kernel(kernel.fn, configs=list(kernel.configs), static_shapes=False,
+                         ignore_warnings=kernel.settings.ignore_warnings)
+
+
 def clone_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
@@ -116,11 +129,13 @@ def bind_example(module: ModuleType, shape: str = "divisible") -> Any:
     return module.KERNEL.bind(bound_args(module.KERNEL, args, kwargs))
 
 
+@functools.cache
 def run_reference_mode(module: ModuleType, shape: str = "divisible") -> tuple[Any, Any]:
     """``(kernel result in reference mode, torch reference)`` on fresh inputs of ``shape``.
 
     The torch reference sees its own copy of the inputs, so kernels that write into an
-    argument are compared on what they return.
+    argument are compared on what they return. Cached per example and shape (the inputs
+    are seeded, so the result is too): several tests compare with it; none may modify it.
     """
     register_cpu_matmul_dtype_overloads()
     args, kwargs = example_call(module, shape)

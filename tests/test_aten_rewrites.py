@@ -14,10 +14,9 @@ import functools
 import string
 from typing import Any
 
-import helion
 import pytest
 import torch
-from examples_util import clone_args, load_example_by_name
+from examples_util import clone_args, dynamic_shapes_kernel, load_example_by_name
 from filecheck_util import run_filecheck
 
 from helion_mlir import compile_kernel, generate_mlir
@@ -37,8 +36,7 @@ def emit(name: str, shape: str, output_type: str) -> str:
 
 
 def dynamic_kernel(name: str) -> Any:
-    module = load_example_by_name(name)
-    return module, helion.kernel(module.KERNEL.fn, config=module.KERNEL.configs[0], static_shapes=False)
+    return load_example_by_name(name), dynamic_shapes_kernel(name)
 
 
 @pytest.mark.parametrize("output_type", OUTPUT_TYPES)

@@ -20,6 +20,7 @@ from examples_util import (
     bound_args,
     clone_args,
     clone_kwargs,
+    dynamic_shapes_kernel,
     example_call,
     example_names,
     load_example_by_name,
@@ -114,7 +115,5 @@ def test_example_compiles_and_runs_in_iree_and_matches_helion_reference_mode(nam
 @pytest.mark.parametrize(("name", "output_type"), DYNAMIC)
 def test_example_with_dynamic_shapes_compiles_and_runs_in_iree(name: str, output_type: str) -> None:
     module = load_example_by_name(name)
-    kernel = helion.kernel(module.KERNEL.fn, config=module.KERNEL.configs[0], static_shapes=False,
-                           ignore_warnings=module.KERNEL.settings.ignore_warnings)
-    _run_through_iree(kernel, module, output_type, f"{name} [{output_type}, dynamic, IREE]",
+    _run_through_iree(dynamic_shapes_kernel(name), module, output_type, f"{name} [{output_type}, dynamic, IREE]",
                       KNOWN_DYNAMIC_COMPILE_GAPS)

@@ -15,6 +15,7 @@ from examples_util import (
     assert_matches,
     bound_args,
     clone_kwargs,
+    dynamic_shapes_kernel,
     example_call,
     example_names,
     load_example_by_name,
@@ -83,8 +84,7 @@ def test_example_runs_on_cpu_and_matches_reference(name: str, output_type: str, 
 @pytest.mark.parametrize("name", sorted(set(example_names()) - HELION_NEEDS_STATIC_SHAPES))
 def test_example_with_dynamic_shapes_runs_and_matches_reference(name: str) -> None:
     mod = load_example_by_name(name)
-    kernel = helion.kernel(mod.KERNEL.fn, config=mod.KERNEL.configs[0], static_shapes=False,
-                           ignore_warnings=mod.KERNEL.settings.ignore_warnings)
+    kernel = dynamic_shapes_kernel(name)
     args, kwargs = example_call(mod, "ragged")
     compiled = compile_kernel(kernel.bind(bound_args(kernel, args, kwargs)))
     assert "?x" in compiled.mlir or "x?" in compiled.mlir, "symbolic host sizes must give dynamic dims"
