@@ -19,6 +19,8 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from examples_util import example_names
+
 import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
 from helion_mlir.runtime.rewrites import tile_parallel
 from helion_mlir.runtime.engine import clear_compile_cache
@@ -49,13 +51,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--stress", action="store_true", help="also run the tests marked stress (minutes each)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _group_by_example(items)
     if config.getoption("--stress"):
         return
     skip = pytest.mark.skip(reason="a stress test: run with --stress")
     for item in items:
         if "stress" in item.keywords:
             item.add_marker(skip)
+
+
+def _group_by_example(items: list[pytest.Item]) -> None:
+    """The tests of one example run in one process under ``-n N --dist loadgroup``
+    (scripts/test): binding is the costly part of many example tests, and Helion reuses a
+    bound kernel (as examples_util reuses reference results) within one process only."""
+    examples = set(example_names())
+    for item in items:
+        params = getattr(item, "callspec", None)
+        params = params.params if params is not None else {}
+        example = next((v for k, v in params.items()
+                        if k in ("name", "example") and isinstance(v, str) and v in examples), None)
+        if example is not None:
+            item.add_marker(pytest.mark.xdist_group(f"example-{example}"))
 
 
 @pytest.fixture(scope="session", autouse=True)
