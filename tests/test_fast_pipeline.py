@@ -148,7 +148,7 @@ def test_row_reductions_end_in_one_reassociated_vector_reduction_per_row() -> No
     """The horizontal step of a row's max and sum is one LLVM vector reduction each (a tree
     of shuffles), not a chain of one dependent scalar op per lane."""
     text = _example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
-    lanes = host_vector_shape().elements
+    lanes = host_vector_shape().lanes
     lowered = lower_module(text, "softmax_one_pass", threads=2, in_place=True)
     run_filecheck(lowered, f"""
         // CHECK-LABEL: llvm.func @softmax_one_pass(
@@ -158,6 +158,28 @@ def test_row_reductions_end_in_one_reassociated_vector_reduction_per_row() -> No
     lane_by_lane = [line for line in lowered.splitlines()
                     if ("llvm.fadd" in line or "llvm.intr.maximum" in line) and "vector<1xf32>" in line]
     assert not lane_by_lane
+
+
+@pytest.mark.parametrize("block", [1, 16, 64])
+def test_a_row_reduction_accumulates_one_register_in_its_loop_and_reduces_it_once_per_row(block: int) -> None:
+    """RMS norm's sum of squares: the loop over the row carries one register of partial sums
+    (read in order, see vectorize_tiles), and only after the loop is that register summed
+    across its lanes, once per row, at any row block."""
+    text = _example_module("rms_norm", (torch.randn(64, 1024), torch.randn(1024), 1e-5), block_sizes=[block])
+    lanes = host_vector_shape().lanes
+    run_filecheck(lower_module(text, "rms_norm", threads=1, in_place=True), f"""
+        // CHECK-LABEL: llvm.func @rms_norm(
+        // CHECK: llvm.br ^[[LOOP:bb[0-9]+]](%{{{{.*}}}}, %[[ZERO:.*]] : i64, vector<{lanes}xf32>)
+        // CHECK-NEXT: ^[[LOOP]](%{{{{.*}}}}: i64, %[[ACC:.*]]: vector<{lanes}xf32>):
+        // CHECK-NOT: llvm.intr.vector.reduce.fadd
+        // CHECK: %[[ROW:.*]] = llvm.load %{{{{.*}}}} : !llvm.ptr -> vector<{lanes}xf32>
+        // CHECK-NEXT: %[[SQUARE:.*]] = llvm.fmul %[[ROW]], %[[ROW]] : vector<{lanes}xf32>
+        // CHECK-NEXT: %[[SUM:.*]] = llvm.fadd %[[SQUARE]], %[[ACC]] : vector<{lanes}xf32>
+        // CHECK-NOT: llvm.intr.vector.reduce.fadd
+        // CHECK: llvm.br ^[[LOOP]](%{{{{.*}}}}, %[[SUM]] : i64, vector<{lanes}xf32>)
+        // CHECK: "llvm.intr.vector.reduce.fadd"(%{{{{.*}}}}, %[[ACC]]) {{{{.*}}}} : (f32, vector<{lanes}xf32>) -> f32
+        // CHECK-LABEL: llvm.func @_mlir_ciface_rms_norm(
+    """)
 
 
 def test_a_cheap_elementwise_op_feeding_two_ops_is_computed_again_in_each() -> None:
@@ -196,7 +218,7 @@ def test_rows_of_run_time_length_are_vectorized_with_masked_loads() -> None:
     kernel = helion.kernel(load_example_by_name("rms_norm").KERNEL.fn, config=helion.Config(block_sizes=[16]),
                            static_shapes=False)
     text = generate_mlir(kernel.bind((torch.randn(64, 200), torch.randn(200), 1e-5)))
-    lanes = host_vector_shape().elements
+    lanes = host_vector_shape().lanes
     run_filecheck(lower_module(text, "rms_norm", threads=1, in_place=True), f"""
         // CHECK-LABEL: llvm.func @rms_norm(
         // CHECK: llvm.intr.masked.load {{{{.*}}}} : (!llvm.ptr, vector<{lanes}xi1>, vector<{lanes}xf32>) -> vector<{lanes}xf32>

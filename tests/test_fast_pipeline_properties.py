@@ -1,8 +1,8 @@
 """Properties: the fast CPU pipeline computes what the plain one computes, for any shape,
 block sizes and thread count.
 
-Five kernels from ``examples/`` cover what the fast pipeline changes: elementwise tiles
-(add), row reductions with ``exp`` (one-pass softmax, layer norm), matmul tiles
+Six kernels from ``examples/`` cover what the fast pipeline changes: elementwise tiles
+(add), row reductions (one-pass softmax with ``exp``, layer norm, RMS norm), matmul tiles
 accumulating in place, and flash attention (batched matmuls, ``exp2``, loop-carried
 tiles). The work threshold below which tile loops stay sequential is set to zero here, so
 that even the small drawn shapes run their tiles on parallel workers. Elementwise results
@@ -54,6 +54,14 @@ def _both(kernel: helion.Kernel, args: tuple[object, ...], threads: int) -> tupl
         compiled = compile_kernel(kernel.bind(tuple(fresh)), pipeline=pipeline, threads=threads)
         results.append(compiled(*fresh))
     return results[0], results[1]
+
+
+@settings(max_examples=5)
+@given(rows=st.integers(1, 64), cols=st.integers(1, 600), block=POW2, threads=THREADS)
+def test_rms_norm_rows_match_the_plain_pipeline(rows, cols, block, threads) -> None:
+    args = (_randn(rows, cols, seed=13), _randn(cols, seed=14), 1e-5)
+    fast, plain = _both(_with_config("rms_norm", block_sizes=[block]), args, threads)
+    torch.testing.assert_close(fast, plain, **CLOSE)
 
 
 @settings(max_examples=8)
