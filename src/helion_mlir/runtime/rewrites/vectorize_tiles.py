@@ -170,6 +170,8 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
         chunk = shape.lanes if innermost is None else _divisor_at_most(innermost, shape.lanes)
         if innermost is not None and chunk < shape.lanes:  # no whole register divides the row: a wider step that does
             chunk = _divisor_at_most(innermost, shape.elements)
+        if len(op.results) > 1:  # tile_reduction_using_for splits single results only: an argmax takes whole rows
+            return None if innermost is None else ("tile", ones + (0,), (), masked(ones + (innermost,)))
         if innermost is None or shape.lanes <= chunk < innermost:
             return ("split", ones + (0,), (0,) * len(ones) + (chunk,), masked(ones + (chunk,)))
         return ("tile", ones + (0,), (), masked(ones + (innermost,)))
