@@ -7,8 +7,11 @@ seconds) and a few short searches. Every test has a cache directory of its own.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -86,10 +89,13 @@ def tuned_repeated_copy(worker: JITWorker, tmp_path_factory: pytest.TempPathFact
         patch.setenv("HELION_CACHE_DIR", str(cache))
         kernel = mlir_kernel(tuning_kernels.repeated_copy, autotune_effort="quick")
         x = vector(1 << 15)
+        shared_before = worker.received.shared_bytes
         result, run = tune(kernel, (x,))
+        shared = worker.received.shared_bytes - shared_before
         bound = kernel.bind((x,))
         key = cpu_cache_key(bound, (x,), output_type=OutputType.LINALG_ON_TENSORS, threads=torch.get_num_threads())
-        return {"x": x, "result": result, "run": run, "bound": bound, "cache": cache, "cache_file": cache_path(key)}
+        return {"x": x, "result": result, "run": run, "bound": bound, "cache": cache, "cache_file": cache_path(key),
+                "shared_bytes": shared}
 
 
 def test_search_finds_the_one_clearly_faster_choice(tuned_repeated_copy: dict[str, Any]) -> None:
@@ -98,6 +104,7 @@ def test_search_finds_the_one_clearly_faster_choice(tuned_repeated_copy: dict[st
     assert bound._config["repeats"] == 1  # the default does the work 64 times
     assert run.candidates >= 2 and run.timed >= 2
     assert tuned_repeated_copy["cache_file"].is_file()
+    assert tuned_repeated_copy["shared_bytes"] >= run.candidates * x.nbytes  # results came in shared memory
 
 
 def test_search_varies_only_fields_that_change_the_module(tuned_repeated_copy: dict[str, Any]) -> None:
@@ -199,7 +206,7 @@ def test_candidates_that_fail_to_lower_crash_or_compute_wrong_numbers_are_skippe
         helion.Config(block_sizes=[128], scale=1),  # the only good candidate
     ]
     kernel = mlir_kernel(tuning_kernels.scaled_copy, configs=configs)
-    x = vector(4000)
+    x = vector(40000)  # large enough to cross in shared memory, where the accuracy check reads it
     started = worker.started
     with caplog.at_level("WARNING"):
         result, run = tune(kernel, (x,))
@@ -209,12 +216,13 @@ def test_candidates_that_fail_to_lower_crash_or_compute_wrong_numbers_are_skippe
     assert worker.started > started  # the abort ended a worker, not this process
 
 
-def test_in_place_kernel_is_timed_from_fresh_copies(worker: JITWorker) -> None:
+@pytest.mark.parametrize("size", [16, 256])  # 256: pickled, or in shared memory
+def test_in_place_kernel_is_timed_from_fresh_copies(worker: JITWorker, size: int) -> None:
     kernel = mlir_kernel(tuning_kernels.add_in_place, configs=[helion.Config(block_sizes=[8, 8]),
                                                                helion.Config(block_sizes=[16, 16])])
-    x, y = torch.ones(16, 16), torch.ones(16, 16)
+    x, y = torch.ones(size, size), torch.ones(size, size)
     result, run = tune(kernel, (x, y))
-    assert result is x and torch.equal(x, torch.full((16, 16), 2.0))  # updated once, by the call itself
+    assert result is x and torch.equal(x, torch.full((size, size), 2.0))  # updated once, by the call itself
     assert run.timed == 2
 
 
@@ -412,6 +420,69 @@ def test_worker_reports_a_compile_failure_with_its_reason(worker: JITWorker) -> 
         worker.compile(broken)
 
 
+N = 1 << 15  # f32 elements: 128 KiB, past protocol.SHARED_MEMORY_MIN_BYTES
+
+DOUBLE_AND_SAME = CandidateModule(f"""func.func @double_and_same(%arg0: tensor<{N}xf32>) -> (tensor<{N}xf32>, tensor<{N}xf32>) {{
+  %e = tensor.empty() : tensor<{N}xf32>
+  %0 = linalg.add ins(%arg0, %arg0 : tensor<{N}xf32>, tensor<{N}xf32>) outs(%e : tensor<{N}xf32>) -> tensor<{N}xf32>
+  return %0, %arg0 : tensor<{N}xf32>, tensor<{N}xf32>
+}}
+""", "double_and_same", OutputType.LINALG_ON_TENSORS, "fast", 1, True)
+
+PARALLEL_DOUBLE = CandidateModule(f"""func.func @parallel_double(%arg0: tensor<{N}xf32>) -> tensor<{N}xf32> {{
+  %e = tensor.empty() : tensor<{N}xf32>
+  %r = scf.forall (%i) in ({N}) shared_outs(%o = %e) -> tensor<{N}xf32> {{
+    %v = tensor.extract %arg0[%i] : tensor<{N}xf32>
+    %w = arith.addf %v, %v : f32
+    %s = tensor.from_elements %w : tensor<1xf32>
+    scf.forall.in_parallel {{
+      tensor.parallel_insert_slice %s into %o[%i] [1] [1] : tensor<1xf32> into tensor<{N}xf32>
+    }}
+  }}
+  return %r : tensor<{N}xf32>
+}}
+""", "parallel_double", OutputType.LINALG_ON_TENSORS, "fast", 2, True)
+
+
+def test_large_arguments_and_results_cross_in_shared_memory_and_stay_the_callers(worker: JITWorker) -> None:
+    function = worker.compile(DOUBLE_AND_SAME)
+    wide = torch.randn(N, 2, generator=torch.Generator().manual_seed(1))
+    x = wide[:, 1]  # strided: the worker gets the whole storage and the view
+    expected = x * 2
+    sent, received = copy.copy(worker.sent), copy.copy(worker.received)
+    doubled, same = function(x)
+    assert worker.sent.pipe_bytes - sent.pipe_bytes < 4096
+    assert worker.received.pipe_bytes - received.pipe_bytes < 4096
+    assert worker.sent.shared_bytes - sent.shared_bytes == wide.nbytes
+    assert worker.received.shared_bytes - received.shared_bytes == 2 * x.nbytes
+    assert torch.equal(doubled, expected) and torch.equal(same, x)
+    later, _ = function(torch.ones(N))  # the worker's next call does not touch results already returned
+    assert torch.equal(later, torch.full((N,), 2.0)) and torch.equal(doubled, expected)
+    wide.zero_()  # a result that was the argument is a copy of it, not the caller's memory
+    assert torch.equal(same, expected / 2)
+    assert worker.time(function, warmup_ms=1.0, rep_ms=2.0)  # timed on the arguments it kept
+
+
+def _names_another_live_process(name: str, dead: int) -> bool:
+    return any(int(n) != dead and Path(f"/proc/{n}").exists() for n in re.findall(r"\d+", name) if int(n) > 1)
+
+
+def test_a_killed_worker_leaves_nothing_in_dev_shm(worker: JITWorker) -> None:
+    before = set(os.listdir("/dev/shm"))
+    function = worker.compile(PARALLEL_DOUBLE)
+    x = torch.randn(N)
+    assert torch.equal(function(x)[0], x * 2)  # it holds x and has started its OpenMP threads
+    assert worker._process is not None
+    pid, started = worker._process.pid, worker.started
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert "/memfd:helion-mlir-tensor" in maps and "/dev/shm/" not in maps
+    os.kill(pid, signal.SIGKILL)
+    worker._process.wait()
+    assert torch.equal(function(x)[0], x * 2) and worker.started == started + 1
+    left = [n for n in set(os.listdir("/dev/shm")) - before if not _names_another_live_process(n, pid)]
+    assert left == []
+
+
 # ------------------------------------------------------------------ the command line
 
 
@@ -453,7 +524,7 @@ def test_an_interrupted_request_does_not_leave_its_answer_to_the_next(worker: JI
     doubling(torch.ones(4))
     real_receive = worker_module.receive
 
-    def interrupted(conn: Any) -> Any:
+    def interrupted(conn: Any, *rest: Any) -> Any:
         monkeypatch.setattr(worker_module, "receive", real_receive)
         raise KeyboardInterrupt
 

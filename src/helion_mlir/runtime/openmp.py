@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
 import importlib.metadata
 import logging
 import os
@@ -29,13 +30,16 @@ from pathlib import Path
 
 from ..errors import ExecutionError
 
-__all__ = ["openmp_library"]
+__all__ = ["openmp_library", "remove_registration"]
 
 log = logging.getLogger(__name__)
 
 _DISTRIBUTION = "intel-openmp"
 _LIBRARY = "libiomp5.so"
 _BLOCKTIME = "50us"
+#: The file ``libiomp5`` creates for each process that starts it (``_<pid>_<uid>``), and
+#: removes only when that process exits normally.
+_REGISTRATION = "/dev/shm/__KMP_REGISTERED_LIB_{pid}_*"
 
 
 @functools.cache
@@ -60,3 +64,17 @@ def openmp_library() -> str:
     ctypes.CDLL(str(found), mode=ctypes.RTLD_GLOBAL)
     log.debug("loaded the OpenMP runtime %s (KMP_BLOCKTIME=%s)", found, os.environ["KMP_BLOCKTIME"])
     return str(found)
+
+
+def remove_registration(pid: int) -> None:
+    """Remove the file ``libiomp5`` left in ``/dev/shm`` for the ended process ``pid``.
+
+    A process that is killed or aborts never removes it; a tuning run whose JIT worker
+    processes end so (crashing candidates, time limits, the worker killed at exit) would
+    leave one file per worker behind.
+    """
+    for path in glob.glob(_REGISTRATION.format(pid=pid)):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass

@@ -10,7 +10,9 @@ parallel code cannot fork safely (torch's GNU OpenMP, and Intel's, which paralle
 on, both hang in a forked child once they have started their threads). It answers
 requests in order over a pipe: ``compile`` (module text -> the function's signature),
 ``run`` (arguments -> results), ``time`` and ``interleave`` (samples of the candidates'
-last runs, see :mod:`.timing`) and ``forget``. A request that outlives its time limit
+last runs, see :mod:`.timing`) and ``forget``. Large arguments and results cross in
+shared memory that the receiving side owns alone (:mod:`.protocol`), so a call costs
+copies of its tensors, not their trip through the pipe. A request that outlives its time limit
 kills the worker; a worker that dies (a signal, an abort) fails the request with its exit
 status and the last lines it wrote to stderr. Either way the next request starts a new
 worker.
@@ -41,8 +43,9 @@ from typing import Any, TypeVar
 import torch
 
 from ...errors import ArgumentError, ExecutionError
+from ..openmp import remove_registration
 from ..params import Param, TensorParam
-from .protocol import CandidateModule, Signature, receive, send
+from .protocol import CandidateModule, Signature, Traffic, receive, send
 
 __all__ = [
     "BOOTSTRAP",
@@ -172,6 +175,9 @@ class JITWorker:
         self._failures: dict[str, str] = {}  # key -> why it did not compile
         self.started = 0  # worker processes started so far
         self.timed: set[str] = set()  # keys of the candidates timed since the last forget()
+        #: What this side has sent to and received from its worker processes.
+        self.sent = Traffic()
+        self.received = Traffic()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -210,6 +216,7 @@ class JITWorker:
             if self._process.poll() is None:
                 self._process.kill()
             self._process.wait()
+            remove_registration(self._process.pid)
             self._process = None
         if self._stderr is not None:
             self._stderr.close()
@@ -333,7 +340,7 @@ class JITWorker:
     def _send(self, message: tuple[Any, ...], what: str) -> None:
         assert self._conn is not None
         try:
-            send(self._conn, message)
+            send(self._conn, message, self.sent)
         except OSError:
             raise self._died(what) from None
         except BaseException:  # interrupted mid-message: the stream is out of step
@@ -351,7 +358,7 @@ class JITWorker:
                 if time.monotonic() >= deadline:
                     self._discard_locked()
                     raise ExecutionError(f"{what} took longer than {timeout:.0f} s; the JIT worker was stopped")
-            reply = receive(self._conn)
+            reply = receive(self._conn, self.received)
         except (EOFError, OSError):
             raise self._died(what) from None
         except ExecutionError:
