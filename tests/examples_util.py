@@ -16,6 +16,7 @@ from typing import Any
 
 import helion
 import torch
+from torch.utils._pytree import tree_map
 
 from helion_mlir.runtime.reference import reference_kernel as ref_mode_kernel
 from helion_mlir.runtime.reference import register_cpu_matmul_dtype_overloads
@@ -129,14 +130,19 @@ def bind_example(module: ModuleType, shape: str = "divisible") -> Any:
     return module.KERNEL.bind(bound_args(module.KERNEL, args, kwargs))
 
 
-@functools.cache
 def run_reference_mode(module: ModuleType, shape: str = "divisible") -> tuple[Any, Any]:
     """``(kernel result in reference mode, torch reference)`` on fresh inputs of ``shape``.
 
     The torch reference sees its own copy of the inputs, so kernels that write into an
-    argument are compared on what they return. Cached per example and shape (the inputs
-    are seeded, so the result is too): several tests compare with it; none may modify it.
+    argument are compared on what they return. Computed once per example and shape (the
+    inputs are seeded, so the results are too); each caller gets its own copies, so a test
+    that modifies them cannot change what the next one compares with.
     """
+    return tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, _reference_mode_results(module, shape))
+
+
+@functools.cache
+def _reference_mode_results(module: ModuleType, shape: str) -> tuple[Any, Any]:
     register_cpu_matmul_dtype_overloads()
     args, kwargs = example_call(module, shape)
     expected = module.reference(*clone_args(args), **clone_kwargs(kwargs))
