@@ -96,7 +96,9 @@ def _cases() -> list[Case]:
         Case("rotary embedding 16384x128", "rope", [64], (_randn(16384, 128), 10000.0), ref("rope"),
              2 * 16384 * 128 * f32, True,
              "it computes a sine and a cosine for every pair of elements (the angles are not an input), as the "
-             "eager reference and Inductor do"),
+             "eager reference and Inductor do; the lowered code (block 64) evaluates them as vector polynomials, but "
+             "reads the interleaved pairs that `hl.split` takes apart and writes those `hl.join` puts together one "
+             "element at a time (a stride-2 vector transfer becomes a loop of scalar loads and stores)"),
         Case("attention 32x1024x64", "attention", [1, 64, 64], (q, k, v, 1 / math.sqrt(dim)), ref("attention"),
              attention_flops, False),
         Case("causal attention 32x1024x64", "attention_causal", [1, 64, 64], (q, k, v, 1 / math.sqrt(dim)),
