@@ -22,6 +22,7 @@ from typing import Any
 import helion
 import pytest
 import torch
+from examples_util import load_example_by_name
 from kernels import tuning_kernels
 
 from helion_mlir.errors import ExecutionError, HelionMLIRError
@@ -32,7 +33,7 @@ from helion_mlir.runtime.tuning import worker as worker_module
 from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
 from helion_mlir.runtime.tuning.protocol import CandidateModule
 from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
-from helion_mlir.runtime.tuning.seeds import SEED_TILES
+from helion_mlir.runtime.tuning.seeds import SEED_OUTER_TILE, SEED_TILES
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
 from helion_mlir.runtime.tuning.worker import MAX_PENDING_COMPILES, JITWorker
 from helion_mlir.runtime.tuning.worker_process import WORKER_ARGUMENTS
@@ -105,6 +106,20 @@ def test_search_finds_the_one_clearly_faster_choice(tuned_repeated_copy: dict[st
     assert run.candidates >= 2 and run.timed >= 2
     assert tuned_repeated_copy["cache_file"].is_file()
     assert tuned_repeated_copy["shared_bytes"] >= run.candidates * x.nbytes  # results came in shared memory
+
+
+def test_row_kernels_are_also_seeded_with_whole_reductions_and_whole_inner_tiles() -> None:
+    """Shapes the uniform seeds miss: every reduction in one piece (long-row RMS norm), and a
+    narrow outer tile over whole rows (two-pass softmax)."""
+    rms_norm = load_example_by_name("rms_norm").KERNEL
+    x = torch.randn(256, 16384)
+    seeds = mlir_kernel(rms_norm.fn).bind((x, torch.randn(16384), 1e-5)).config_spec.compiler_seed_configs
+    assert [dict(s.config) for s in seeds] == (
+        [{"block_sizes": [tile]} for tile in SEED_TILES]
+        + [{"block_sizes": [tile], "reduction_loops": [None]} for tile in SEED_TILES])
+    softmax = load_example_by_name("softmax_two_pass").KERNEL
+    seeds = mlir_kernel(softmax.fn).bind((torch.randn(256, 1024),)).config_spec.compiler_seed_configs
+    assert helion.Config(block_sizes=[SEED_OUTER_TILE, 1024, 1024]) in seeds
 
 
 def test_search_varies_only_fields_that_change_the_module(tuned_repeated_copy: dict[str, Any]) -> None:

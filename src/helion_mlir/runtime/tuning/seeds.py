@@ -9,8 +9,13 @@ on CPU": the default config against the tuned one), so a quick search from the d
 alone spends its budget walking towards larger tiles. The seeds here tile every block
 dimension alike by 32, 64 and 128 (within each dimension's allowed range), so the search
 starts near the tile sizes that suit vector registers and per-core caches and refines
-from the best of them. They are not promoted to the default: ``autotune_effort="none"``
-still runs Helion's default config.
+from the best of them. Two more shapes of tile suit row kernels on a CPU and lie many steps
+from both the default and the uniform seeds: each uniform seed again with every reduction
+kept whole (``reduction_loops`` of ``None``: a row of tens of KiB still fits a core's L2),
+and, for a nest of several tiles, a narrow outer tile with every inner tile at its largest
+(:data:`SEED_OUTER_TILE` rows, each row in one piece, as the two-pass softmax wants). They
+are not promoted to the default: ``autotune_effort="none"`` still runs Helion's default
+config.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from helion._compiler.autotuner_heuristics import HEURISTICS_BY_BACKEND
 from helion._compiler.autotuner_heuristics.registry import AutotunerHeuristic
 from helion.runtime.config import Config
 
-__all__ = ["SEED_TILES", "CPUTileSeeds", "install"]
+__all__ = ["SEED_OUTER_TILE", "SEED_TILES", "CPUTileSeeds", "install"]
 
-#: Tile extents of the seeds, one seed each.
+#: Tile extents of the uniform seeds, one seed each.
 SEED_TILES = (32, 64, 128)
+#: Outer tile of the seed whose inner tiles are as large as allowed.
+SEED_OUTER_TILE = 2
 
 
 class CPUTileSeeds(AutotunerHeuristic):
@@ -39,11 +46,16 @@ class CPUTileSeeds(AutotunerHeuristic):
 
     @classmethod
     def get_seed_configs(cls, env: Any, device_ir: Any) -> list[Config] | None:
+        specs = list(env.config_spec.block_sizes)
+        uniform = [[_clamp(spec, tile) for spec in specs] for tile in SEED_TILES]
+        shapes = [Config(block_sizes=sizes) for sizes in uniform]
+        whole_reductions = [None] * len(env.config_spec.reduction_loops)
+        if whole_reductions:
+            shapes += [Config(block_sizes=sizes, reduction_loops=whole_reductions) for sizes in uniform]
+        if len(specs) > 1:
+            shapes.append(Config(block_sizes=[_clamp(specs[0], SEED_OUTER_TILE)] + [spec.max_size for spec in specs[1:]]))
         seeds: list[Config] = []
-        for tile in SEED_TILES:
-            sizes = [min(max(tile, spec.min_size, spec.autotuner_min), spec.max_size)
-                     for spec in env.config_spec.block_sizes]
-            seed = Config(block_sizes=sizes)
+        for seed in shapes:
             if seed not in seeds:
                 seeds.append(seed)
         return seeds
@@ -52,6 +64,11 @@ class CPUTileSeeds(AutotunerHeuristic):
     def get_seed_config(cls, env: Any, device_ir: Any) -> Config | None:
         seeds = cls.get_seed_configs(env, device_ir)
         return seeds[0] if seeds else None
+
+
+def _clamp(spec: Any, tile: int) -> int:
+    """``tile`` within the block size's allowed range."""
+    return min(max(tile, spec.min_size, spec.autotuner_min), spec.max_size)
 
 
 def install() -> None:
