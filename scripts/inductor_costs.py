@@ -26,7 +26,6 @@ from typing import Any
 
 import helion
 import torch
-import torch.nn.functional as F
 from examples_util import load_example_by_name
 from exec_costs import measure_peaks
 from math_costs import _timed

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 import helion
-import torch
 
 from ..output_type import OutputType
 from ..runtime.compiled_kernel import compile_kernel

@@ -123,7 +123,6 @@ class _Server:
         compounding = any(not torch.equal(_bits(before), _bits(working[i])) for before, i in zip(first, written))
         return call, (restore if compounding else None)
 
-
     def arguments(self, key: str, fn: CompiledFunction) -> tuple[Any, ...]:
         """The arguments of candidate ``key``'s last run. When they were dropped to bound the
         worker's memory, those of another candidate that ``fn`` accepts: the worker serves
