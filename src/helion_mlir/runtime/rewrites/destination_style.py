@@ -1,6 +1,6 @@
 """Queries and edits of tensors in destination-passing style, shared by the rewrites that
 make bufferization compute a tensor in the buffer it should end up in
-(:mod:`.in_place_results`, :mod:`.carried_buffers`)."""
+(:mod:`.in_place_results`, :mod:`.carried_buffers`, :mod:`.local_accumulators`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from torch_mlir import ir
 
 from .ir_walk import defining_op
 
-__all__ = ["computed_in", "replace_terminator", "store_full"]
+__all__ = ["FOR_FIRST_INIT", "computed_in", "linalg_input_count", "replace_terminator", "store_full"]
+
+#: Operand number of an ``scf.for``'s first initial value (after lower bound, upper bound, step).
+FOR_FIRST_INIT = 3
 
 
 def replace_terminator(terminator: ir.Operation, operands: list[ir.Value]) -> None:
@@ -16,6 +19,13 @@ def replace_terminator(terminator: ir.Operation, operands: list[ir.Value]) -> No
     with ir.InsertionPoint(terminator), terminator.location:
         ir.Operation.create(terminator.name, operands=operands)
     terminator.erase()
+
+
+def linalg_input_count(op: ir.Operation) -> int | None:
+    """How many of a linalg op's operands are ``ins`` (the rest are ``outs``); None for another op."""
+    if not op.name.startswith("linalg.") or "operandSegmentSizes" not in op.attributes:
+        return None
+    return ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
 
 
 def _tied_init(value: ir.Value) -> ir.Value | None:
@@ -27,11 +37,11 @@ def _tied_init(value: ir.Value) -> ir.Value | None:
         return op.operands[1]
     index = list(op.results).index(value)
     if op.name == "scf.for":
-        return op.operands[3 + index]
+        return op.operands[FOR_FIRST_INIT + index]
     if op.name == "scf.forall":
         return op.operands[len(op.operands) - len(op.results) + index]
-    if op.name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
-        inputs = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
+    inputs = linalg_input_count(op)
+    if inputs is not None:
         return op.operands[inputs + index]
     return None
 

@@ -20,24 +20,14 @@ from __future__ import annotations
 
 from torch_mlir import ir
 
+from .destination_style import FOR_FIRST_INIT, linalg_input_count
 from .ir_walk import ops_where
 
 __all__ = ["accumulate_in_local_buffers"]
 
-_FOR_INITS = 3  # an scf.for's operands: lower bound, upper bound, step, then its initial values
-
-
 def _carried_argument(loop: ir.Operation, operand_number: int) -> ir.Value:
     """The body's block argument carrying the loop's initial value ``operand_number``."""
-    return loop.regions[0].blocks[0].arguments[operand_number - _FOR_INITS + 1]
-
-
-def _linalg_init(op: ir.Operation, operand_number: int) -> bool:
-    """Whether operand ``operand_number`` of a linalg op is one of its ``outs`` (read by the op)."""
-    if not op.name.startswith("linalg.") or "operandSegmentSizes" not in op.attributes:
-        return False
-    inputs = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[0]
-    return operand_number >= inputs
+    return loop.regions[0].blocks[0].arguments[operand_number - FOR_FIRST_INIT + 1]
 
 
 def _read_in_loop(value: ir.Value) -> bool:
@@ -46,11 +36,12 @@ def _read_in_loop(value: ir.Value) -> bool:
         op, number = use.owner, use.operand_number
         if op.name in ("vector.transfer_read", "tensor.extract") and number == 0:
             return True
-        if _linalg_init(op, number):
+        inputs = linalg_input_count(op)
+        if inputs is not None and number >= inputs:  # an ``outs`` operand, which the op reads
             return True
         if op.name == "tensor.extract_slice" and number == 0 and _read_in_loop(op.results[0]):
             return True
-        if op.name == "scf.for" and number >= _FOR_INITS and _read_in_loop(_carried_argument(op, number)):
+        if op.name == "scf.for" and number >= FOR_FIRST_INIT and _read_in_loop(_carried_argument(op, number)):
             return True
     return False
 
@@ -59,9 +50,9 @@ def _accumulates(value: ir.Value) -> bool:
     """Whether ``value`` starts an ``scf.for`` iteration argument that its loop reads."""
     for use in value.uses:
         loop, number = use.owner, use.operand_number
-        if loop.name != "scf.for" or number < _FOR_INITS:
+        if loop.name != "scf.for" or number < FOR_FIRST_INIT:
             continue
-        if _read_in_loop(_carried_argument(loop, number)) or _accumulates(loop.results[number - _FOR_INITS]):
+        if _read_in_loop(_carried_argument(loop, number)) or _accumulates(loop.results[number - FOR_FIRST_INIT]):
             return True
     return False
 
