@@ -200,6 +200,7 @@ EXPECTED: dict[str, set[str]] = {
         "atomic_ops.atomic_add", "atomic_ops.atomic_cas", "atomic_ops.atomic_max",
         "atomic_ops.atomic_min", "aten.amax.default", "aten.amin.default", "_tracing_ops._mask_to",
     },
+    "complex_multiply": {"view_ops.split", "view_ops.join", "aten.mul.Tensor", "aten.sub.Tensor", "aten.add.Tensor"},
     "cross_entropy": {
         "ReductionLoopGraphInfo", "tile_ops.tile_index", "aten.log.default", "aten.exp.default",
         "aten.amax.default", "_tracing_ops._mask_to",
@@ -310,6 +311,7 @@ EXPECTED: dict[str, set[str]] = {
         "view_ops.split", "view_ops.join", "prims.iota.default", "tile_ops.tile_index",
         "aten.pow.Scalar", "aten.sin.default", "aten.cos.default",
     },
+    "rope_tables": {"view_ops.split", "view_ops.join", "view_ops.subscript", "aten.mul.Tensor", "aten.sub.Tensor"},
     "routed_accumulate": {
         "IfGraphInfo", "ElseGraphInfo", "_tracing_ops._if", "_tracing_ops._for_loop",
         "aten.eq.Scalar", "_operator.mul", "_operator.add",

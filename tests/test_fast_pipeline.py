@@ -15,6 +15,7 @@ import helion
 import pytest
 import torch
 from examples_util import load_example_by_name
+from fast_pipeline_util import after_step, example_module
 from filecheck_util import run_filecheck
 from torch_mlir import ir
 from torch_mlir.passmanager import PassManager
@@ -22,20 +23,12 @@ from torch_mlir.passmanager import PassManager
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.engine import compile_module, lower_module
-from helion_mlir.runtime.pipelines.runner import DUMP_ENVIRONMENT_VARIABLE
 from helion_mlir.runtime.rewrites.constant_powers import integral_powers_as_fpowi
 from helion_mlir.runtime.rewrites.fold_add_into_matmul import fold_add_into_matmul
 from helion_mlir.runtime.rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
 from helion_mlir.runtime.rewrites.tile_parallel import parallelize_tile_loops
 from helion_mlir.runtime.rewrites.vectorize_tiles import host_vector_shape
 from helion_mlir.verify import parse_module
-
-
-def _example_module(name: str, args: tuple[object, ...] | str = "ragged", **config: object) -> str:
-    """The emitted module of an example on its ``make_args(args)`` (or on ``args``)."""
-    module = load_example_by_name(name)
-    kernel = helion.kernel(module.KERNEL.fn, config=helion.Config(**config)) if config else module.KERNEL
-    return generate_mlir(kernel.bind(module.make_args(args) if isinstance(args, str) else args))
 
 
 def _transformed(text: str, transform) -> tuple[object, str]:
@@ -58,7 +51,7 @@ def _parallelized(text: str, min_work: int = 0) -> tuple[int, str]:
 
 # ------------------------------------------------------------------ parallel tile loops
 def test_a_grid_whose_tiles_store_their_own_slices_becomes_one_forall() -> None:
-    count, text = _parallelized(_example_module("add"))
+    count, text = _parallelized(example_module("add"))
     assert count == 1
     run_filecheck(text, """
         // CHECK: func.func @add(%[[X:.*]]: tensor<37x100xf32>, %[[Y:.*]]: tensor<37x100xf32>, %[[OUT:.*]]: tensor<37x100xf32>)
@@ -72,14 +65,14 @@ def test_a_grid_whose_tiles_store_their_own_slices_becomes_one_forall() -> None:
 
 def test_tiles_accumulating_into_shared_columns_stay_sequential() -> None:
     # column_stats: every row tile updates the same column slices (atomics).
-    count, text = _parallelized(_example_module("column_stats"))
+    count, text = _parallelized(example_module("column_stats"))
     assert count == 0
     run_filecheck(text, "// CHECK: scf.for\n// CHECK-NOT: scf.forall")
 
 
 def test_stores_at_the_tile_id_are_disjoint() -> None:
     # block_scan: phase 1 stores one sum per tile at tile.id, phase 2 its own output slice.
-    count, text = _parallelized(_example_module("block_scan"))
+    count, text = _parallelized(example_module("block_scan"))
     assert count == 2
     run_filecheck(text, """
         // CHECK: scf.forall (%[[T:.*]]) = (0) to (1000) step (64)
@@ -111,14 +104,14 @@ def test_a_tile_reading_its_neighbours_slice_stays_sequential() -> None:
 
 
 def test_nests_with_little_work_stay_sequential_by_default() -> None:
-    text = _example_module("add")  # 37x100: a few thousand operations
+    text = example_module("add")  # 37x100: a few thousand operations
     assert _parallelized(text, min_work=None)[0] == 0  # type: ignore[arg-type]
     assert _parallelized(text, min_work=0)[0] == 1
 
 
 # ------------------------------------------------------------------ tile bodies
 def test_accumulating_a_matmul_into_the_carried_tile_folds_into_the_matmul() -> None:
-    count, text = _transformed(_example_module("matmul", "divisible"), fold_add_into_matmul)
+    count, text = _transformed(example_module("matmul", "divisible"), fold_add_into_matmul)
     assert count == 1
     run_filecheck(text, """
         // CHECK: scf.for %{{.*}} iter_args(%[[ACC:.*]] = %{{.*}}) -> (tensor<16x16xf32>)
@@ -129,7 +122,7 @@ def test_accumulating_a_matmul_into_the_carried_tile_folds_into_the_matmul() -> 
 
 
 def test_parallel_row_tiles_are_vectorized_on_openmp_taken_one_by_one_without_heap_allocation() -> None:
-    text = _example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
+    text = example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
     lanes = host_vector_shape().elements
     run_filecheck(lower_module(text, "softmax_one_pass", threads=2, in_place=True), f"""
         // CHECK-LABEL: llvm.func @softmax_one_pass(
@@ -147,7 +140,7 @@ def test_parallel_row_tiles_are_vectorized_on_openmp_taken_one_by_one_without_he
 def test_row_reductions_end_in_one_reassociated_vector_reduction_per_row() -> None:
     """The horizontal step of a row's max and sum is one LLVM vector reduction each (a tree
     of shuffles), not a chain of one dependent scalar op per lane."""
-    text = _example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
+    text = example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
     lanes = host_vector_shape().lanes
     lowered = lower_module(text, "softmax_one_pass", threads=2, in_place=True)
     run_filecheck(lowered, f"""
@@ -165,7 +158,7 @@ def test_a_row_reduction_accumulates_one_register_in_its_loop_and_reduces_it_onc
     """RMS norm's sum of squares: the loop over the row carries one register of partial sums
     (read in order, see vectorize_tiles), and only after the loop is that register summed
     across its lanes, once per row, at any row block."""
-    text = _example_module("rms_norm", (torch.randn(64, 1024), torch.randn(1024), 1e-5), block_sizes=[block])
+    text = example_module("rms_norm", (torch.randn(64, 1024), torch.randn(1024), 1e-5), block_sizes=[block])
     lanes = host_vector_shape().lanes
     run_filecheck(lower_module(text, "rms_norm", threads=1, in_place=True), f"""
         // CHECK-LABEL: llvm.func @rms_norm(
@@ -186,7 +179,7 @@ def test_a_cheap_elementwise_op_feeding_two_ops_is_computed_again_in_each() -> N
     """Layer norm's ``x - mean`` feeds the variance and the output; each gets its own copy,
     which elementwise fusion then folds into it: both read ``x`` itself, and no op
     produces the centered row block any more."""
-    text = _example_module("layer_norm", (torch.randn(64, 256), torch.randn(256), torch.randn(256), 1e-5),
+    text = example_module("layer_norm", (torch.randn(64, 256), torch.randn(256), torch.randn(256), 1e-5),
                            block_sizes=[16])
 
     def copy_then_fuse(module: ir.Module) -> int:
@@ -227,20 +220,12 @@ def test_rows_of_run_time_length_are_vectorized_with_masked_loads() -> None:
     """)
 
 
-def _after_step(tmp_path, monkeypatch, text: str, func_name: str, step: str) -> str:
-    """The module as the fast pipeline (2 threads) leaves it after ``step``."""
-    monkeypatch.setenv(DUMP_ENVIRONMENT_VARIABLE, str(tmp_path))
-    lowered = lower_module(text, func_name, threads=2, in_place=True)
-    [dump] = tmp_path.glob(f"{func_name}.fast/*-{step}.mlir")
-    return dump.read_text() + "\n// LOWERED\n" + lowered
-
-
 def test_a_matmul_accumulator_gets_a_stack_buffer_of_its_own_not_the_output_tile(tmp_path, monkeypatch) -> None:
     """Helion's default [16, 16, 16]: the sum over K is carried in a contiguous tile buffer
     on the stack and copied into the output once per tile, instead of being read and written
     in the output tile, whose rows, a full output row apart, share L1 sets with those of ``x``."""
-    text = _example_module("matmul", (torch.randn(256, 256), torch.randn(256, 256)), block_sizes=[16, 16, 16])
-    run_filecheck(_after_step(tmp_path, monkeypatch, text, "matmul", "accumulate-in-local-buffers"), """
+    text = example_module("matmul", (torch.randn(256, 256), torch.randn(256, 256)), block_sizes=[16, 16, 16])
+    run_filecheck(after_step(tmp_path, monkeypatch, text, "matmul", "accumulate-in-local-buffers"), """
         // CHECK: scf.forall
         // CHECK: %[[ACC:.*]] = bufferization.alloc_tensor() : tensor<16x16xf32>
         // CHECK: scf.for {{.*}} iter_args(%{{.*}} = %[[ACC]])
@@ -257,13 +242,13 @@ def test_a_matmul_accumulator_gets_a_stack_buffer_of_its_own_not_the_output_tile
 
 
 def test_tiles_written_once_are_still_computed_in_the_output(tmp_path, monkeypatch) -> None:
-    text = _example_module("add", (torch.randn(256, 256), torch.randn(256, 256)), block_sizes=[16, 16])
-    after = _after_step(tmp_path, monkeypatch, text, "add", "accumulate-in-local-buffers")
+    text = example_module("add", (torch.randn(256, 256), torch.randn(256, 256)), block_sizes=[16, 16])
+    after = after_step(tmp_path, monkeypatch, text, "add", "accumulate-in-local-buffers")
     assert "tensor.empty" in after and "bufferization.alloc_tensor" not in after
 
 
 def test_matmul_tiles_are_register_blocks_of_fmas() -> None:
-    text = _example_module("matmul", (torch.randn(128, 128), torch.randn(128, 128)), block_sizes=[64, 64, 64])
+    text = example_module("matmul", (torch.randn(128, 128), torch.randn(128, 128)), block_sizes=[64, 64, 64])
     nr = host_vector_shape().nr
     run_filecheck(lower_module(text, "matmul", threads=1, in_place=True), f"""
         // CHECK-LABEL: llvm.func @matmul(
@@ -275,7 +260,7 @@ def test_matmul_tiles_are_register_blocks_of_fmas() -> None:
 @pytest.mark.skipif(not host_vector_shape().bf16_pairs, reason="the CPU lacks AVX512-BF16")
 def test_bf16_matmul_tiles_are_avx512_bf16_dot_products_of_k_pairs() -> None:
     a, b = torch.randn(128, 128).bfloat16(), torch.randn(128, 128).bfloat16()
-    text = _example_module("matmul_bf16", (a, b), block_sizes=[64, 64, 64])
+    text = example_module("matmul_bf16", (a, b), block_sizes=[64, 64, 64])
     # B's rows k and k+1 interleaved into (k, k+1) pairs, A's pair broadcast as one i32;
     # no f32 FMAs left (the generic lowering's, on operands extended to f32)
     run_filecheck(lower_module(text, "matmul_bf16", threads=1, in_place=True), """
@@ -411,7 +396,7 @@ def test_constant_integral_powers_are_multiplications_and_other_powers_stay_powe
 def test_geglu_reads_its_second_half_as_vectors_and_cubes_by_multiplying() -> None:
     """``x[tile_t, tile_h.index + hidden]`` is a moved slice, loaded like the first half (one
     vector load per register block, no lane-by-lane gather); ``pow(a, 3)`` is ``a * a * a``."""
-    text = _example_module("geglu", (torch.randn(64, 512),), block_sizes=[16, 256])
+    text = example_module("geglu", (torch.randn(64, 512),), block_sizes=[16, 256])
     elements = host_vector_shape().elements
     lowered = lower_module(text, "geglu", threads=1, in_place=True)
     run_filecheck(lowered, f"""
@@ -540,7 +525,7 @@ def test_parallel_tiles_keep_two_cores_busy() -> None:
 
 
 def test_one_thread_needs_no_openmp() -> None:
-    text = _example_module("add", (torch.randn(1024, 1024), torch.randn(1024, 1024)))
+    text = example_module("add", (torch.randn(1024, 1024), torch.randn(1024, 1024)))
     assert "omp." not in lower_module(text, "add", threads=1)
     assert "omp.parallel" in lower_module(text, "add", threads=2)
 

@@ -96,6 +96,23 @@ def test_a_slice_of_the_whole_dynamic_size_covers_its_empty_destination() -> Non
     assert _reads(body.replace("[0] [%n] [1]", "[%c1] [%n] [1]")) == ["linalg.generic input #0"]
 
 
+def test_both_lanes_of_pairs_of_run_time_count_cover_their_empty_destination() -> None:
+    """``hl.join`` of tiles of run-time size: the axis of run-time size taken whole (the
+    empty's own size value) and both lanes of the pair axis written."""
+    body = """
+  %d = tensor.empty(%n) : tensor<?x2xf32>
+  %s = tensor.extract_slice %m[0, 0] [1, %n] [1, 1] : tensor<4x4xf32> to tensor<?xf32>
+  %p = tensor.insert_slice %s into %d[0, 0] [%n, 1] [1, 1] : tensor<?xf32> into tensor<?x2xf32>
+  %w = tensor.insert_slice %s into %p[0, 1] [%n, 1] [1, 1] : tensor<?xf32> into tensor<?x2xf32>
+  %x = tensor.extract %w[%c0, %c1] : tensor<?x2xf32>
+  %r = tensor.insert %x into %a[%c0] : tensor<4xf32>
+"""
+    assert _reads(body) == []
+    assert _reads(body.replace("%p[0, 1]", "%p[0, 0]")) == ["tensor.extract operand #0"]  # one lane twice
+    other_size = "%k = arith.addi %n, %c0 : index\n  %d = tensor.empty(%k)"
+    assert _reads(body.replace("%d = tensor.empty(%n)", other_size)) == ["tensor.extract operand #0"]
+
+
 def test_a_loop_that_writes_an_empty_tensor_piece_by_piece_is_not_trusted_to_cover_it() -> None:
     body = """
   %r = scf.for %i = %c0 to %c4 step %c1 iter_args(%t = %e) -> (tensor<4xf32>) {
@@ -135,7 +152,7 @@ def test_an_op_of_another_dialect_reads_all_its_operands() -> None:
     assert _reads(body) == ["stablehlo.add operand #0"]
 
 
-@pytest.mark.parametrize("name", ["cumsum", "block_scan", "rope"])
+@pytest.mark.parametrize("name", ["cumsum", "block_scan", "rope", "rope_tables", "complex_multiply"])
 def test_scans_and_joins_write_every_element_of_their_results(name: str) -> None:
     """The forms the check once could not prove: a scan's result filled position by
     position (it starts from its input now) and ``hl.join``'s two halves."""

@@ -23,8 +23,9 @@ contents of each ``tensor.empty`` forward:
 - views (``extract_slice``, ``cast``, reshapes) and partial writes (``insert_slice``,
   ``insert``) keep the contents as undefined as they were, except ``insert_slice``s that
   provably cover their whole destination: one at offset 0 with the destination's sizes,
-  or a chain of static slices into a static tensor (the halves of ``hl.join``) whose
-  union is every element;
+  or a chain of slices (the halves of ``hl.join``) whose union is every element: static
+  offsets, sizes and strides along the static axes, and each axis of run-time size taken
+  whole (offset 0, the ``tensor.empty``'s own size value);
 - ``scf.for``, ``scf.while`` and ``scf.if`` carry undefined contents through their
   iteration arguments, yields and results (to a fixpoint);
 - any other use reads the value: ``tensor.extract``, a ``func.return`` (the caller reads
@@ -159,8 +160,10 @@ class _Analysis:
 
     def __init__(self) -> None:
         self.undefined: set[ir.Value] = set()
-        # For undefined static tensors built by static insert_slices: which elements are written.
-        self.written: dict[ir.Value, np.ndarray] = {}
+        # For undefined tensors built by insert_slices: which elements of the static axes
+        # are written (an axis of run-time size counts as one element, written whole), and
+        # the tensor.empty's size values of those axes.
+        self.written: dict[ir.Value, tuple[np.ndarray, list[ir.Value]]] = {}
         self.reads: dict[tuple[str, str, str], UndefinedRead] = {}
 
     def read(self, op: ir.Operation, what: str) -> None:
@@ -183,9 +186,10 @@ class _Analysis:
         bad = [i for i, v in enumerate(op.operands) if v in self.undefined]
         if name == "tensor.empty":
             self.mark(op.results[0], True)
-            shape = ir.RankedTensorType(op.results[0].type).shape
-            if not op.operands and int(np.prod(shape)) <= _MAX_TRACKED_ELEMENTS:
-                self.written[op.results[0]] = np.zeros(shape, dtype=bool)
+            dynamic = ir.ShapedType.get_dynamic_size()
+            shape = [1 if s == dynamic else s for s in ir.RankedTensorType(op.results[0].type).shape]
+            if int(np.prod(shape)) <= _MAX_TRACKED_ELEMENTS:
+                self.written[op.results[0]] = (np.zeros(shape, dtype=bool), list(op.operands))
         elif name.startswith("linalg.") and op.regions:
             self._linalg(op, bad)
         elif name == "scf.for":
@@ -215,17 +219,33 @@ class _Analysis:
                     self.block(block)
 
     def _fills(self, op: ir.Operation) -> bool:
-        """Track a static ``insert_slice`` into a tracked tensor; whether it completes it."""
-        before = self.written.get(op.operands[1])
-        if before is None or len(op.operands) != 2:
-            return False  # untracked destination, or dynamic offsets, sizes or strides
+        """Track an ``insert_slice`` into a tracked tensor; whether it completes it."""
+        tracked = self.written.get(op.operands[1])
+        if tracked is None:
+            return False
+        before, empty_sizes = tracked
+        dynamic = ir.ShapedType.get_dynamic_size()
         offsets, sizes, strides = (list(ir.DenseI64ArrayAttr(op.attributes[f"static_{k}"]))
                                    for k in ("offsets", "sizes", "strides"))
+        if dynamic in offsets or dynamic in strides:
+            return False
+        dynamic_sizes = iter(list(op.operands)[2:])  # the sizes' (offsets and strides are static)
+        empty_sizes_left = iter(empty_sizes)
+        region = []
+        for axis, (o, s, t) in enumerate(zip(offsets, sizes, strides)):
+            if ir.RankedTensorType(op.operands[1].type).shape[axis] == dynamic:
+                if s != dynamic or o != 0 or t != 1 or next(dynamic_sizes) != next(empty_sizes_left):
+                    return False  # an axis of run-time size counts only when taken whole
+                region.append(slice(0, 1))
+            elif s == dynamic:
+                return False
+            else:
+                region.append(slice(o, o + s * t, t))
         written = before.copy()
-        written[tuple(slice(o, o + s * t, t) for o, s, t in zip(offsets, sizes, strides))] = True
+        written[tuple(region)] = True
         if written.all():
             return True
-        self.written[op.results[0]] = written
+        self.written[op.results[0]] = (written, empty_sizes)
         return False
 
     def _linalg(self, op: ir.Operation, bad: list[int]) -> None:

@@ -88,9 +88,10 @@ def lower_join(ctx: RuleContext, node: fx.Node) -> Tensor:
     emit = ctx.emit
     a = emit.broadcast_to(emit.cast(a, node.meta["val"].dtype), shape)
     b = emit.broadcast_to(emit.cast(b, node.meta["val"].dtype), shape)
-    out = emit.empty(tuple(shape) + (2,), a.dtype)
+    dims = [emit.dim(a, i) if d is None else d for i, d in enumerate(shape)]
+    out = emit.empty(tuple(shape) + (2,), a.dtype, [d for d in dims if not isinstance(d, int)])
     rank = len(shape) + 1
-    sizes = ", ".join([str(d) for d in shape] + ["1"])
+    sizes = ", ".join([str(d) if isinstance(d, int) else d.ssa for d in dims] + ["1"])
     strides = ", ".join(["1"] * rank)
     for which, part in enumerate((a, b)):
         offsets = ", ".join(["0"] * (rank - 1) + [str(which)])

@@ -32,7 +32,8 @@ so a failed check raises instead of aborting the process.
 several consumers are copied into each; elementwise chains are fused;
 ``acc + matmul(...)`` accumulates in place; unit dimensions are folded; linalg ops are
 tiled to register-sized pieces and vectorized, each row reduction ending in one vector
-reduction, bf16 matmuls on AVX512-BF16 dot products of k pairs; powers with a constant
+reduction, bf16 matmuls on AVX512-BF16 dot products of k pairs; the pairs of ``hl.split``
+and ``hl.join`` are moved as contiguous vectors and (de)interleaved in registers; powers with a constant
 integral exponent become multiplications; math on vectors becomes polynomials or calls
 of glibc's vector functions (docs/cpu-math.md).
 Bufferization writes the destination arguments in place
@@ -60,6 +61,7 @@ from ..rewrites.carried_buffers import store_yields_in_carried_buffers
 from ..rewrites.constant_powers import integral_powers_as_fpowi
 from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
 from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
+from ..rewrites.interleaved_pairs import move_pairs_contiguously
 from ..rewrites.libm_expm1 import call_libm_for_expm1
 from ..rewrites.local_accumulators import accumulate_in_local_buffers
 from ..rewrites.low_precision_floats import emulate_low_precision_floats
@@ -217,6 +219,8 @@ FAST: tuple[Step, ...] = (
     rewrite(fold_add_into_matmul),
     *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
     rewrite(vectorize_tiles),
+    rewrite(move_pairs_contiguously),
+    *passes("func.func(cse)"),  # one read for both lanes of the same pairs
     rewrite(pair_bf16_dot_products),
     rewrite(reduce_across_lanes),
     # Vector math as polynomials or glibc's vector functions, half-precision math in f32 first.
