@@ -73,6 +73,8 @@ def _cases() -> list[Case]:
     gate, up = _randn(rows, wide), _randn(rows, wide)
     fused = _randn(rows, 2 * wide)
     heads, seq, dim = 32, 1024, 64
+    rotary_q = _randn(4, 32, 1024, 128)
+    rotary_tables = load_example_by_name("rope_tables").tables(1024, 128)
     q, k, v = (_randn(heads, seq, dim) for _ in range(3))
     a, b32, bias = _randn(1024, 1024), _randn(1024, 1024), _randn(1024)
     mm = 2 * 1024**3
@@ -94,10 +96,10 @@ def _cases() -> list[Case]:
         Case("GEGLU (tanh) 4096x2048", "geglu", [16, 256], (fused,), ref("geglu"), 3 * rows * wide * f32, True),
         Case("rotary embedding 16384x128", "rope", [64], (_randn(16384, 128), 10000.0), ref("rope"),
              2 * 16384 * 128 * f32, True,
-             "it computes a sine and a cosine for every pair of elements (the angles are not an input), as the "
-             "eager reference and Inductor do; the lowered code (block 64) evaluates them as vector polynomials, but "
-             "reads the interleaved pairs that `hl.split` takes apart and writes those `hl.join` puts together one "
-             "element at a time (a stride-2 vector transfer becomes a loop of scalar loads and stores)"),
+             "it computes a power, a sine and a cosine for every pair of elements (the angles are not an input), "
+             "as the eager reference and Inductor do, which bounds it by arithmetic rather than by memory"),
+        Case("rotary embedding, cos/sin tables, 4x32x1024x128", "rope_tables", [2, 64], (rotary_q, *rotary_tables),
+             ref("rope_tables"), 2 * rotary_q.numel() * f32 + 2 * rotary_tables[0].numel() * f32, True),
         Case("attention 32x1024x64", "attention", [1, 64, 64], (q, k, v, 1 / math.sqrt(dim)), ref("attention"),
              attention_flops, False),
         Case("causal attention 32x1024x64", "attention_causal", [1, 64, 64], (q, k, v, 1 / math.sqrt(dim)),

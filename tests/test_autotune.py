@@ -33,7 +33,7 @@ from helion_mlir.runtime.tuning import worker as worker_module
 from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
 from helion_mlir.runtime.tuning.protocol import CandidateModule
 from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
-from helion_mlir.runtime.tuning.seeds import SEED_OUTER_TILE, SEED_TILES
+from helion_mlir.runtime.tuning.seeds import SEED_LOOP_TILE, SEED_OUTER_TILE, SEED_TILES
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
 from helion_mlir.runtime.tuning.worker import MAX_PENDING_COMPILES, JITWorker
 from helion_mlir.runtime.tuning.worker_process import WORKER_ARGUMENTS
@@ -120,6 +120,18 @@ def test_row_kernels_are_also_seeded_with_whole_reductions_and_whole_inner_tiles
     softmax = load_example_by_name("softmax_two_pass").KERNEL
     seeds = mlir_kernel(softmax.fn).bind((torch.randn(256, 1024),)).config_spec.compiler_seed_configs
     assert helion.Config(block_sizes=[SEED_OUTER_TILE, 1024, 1024]) in seeds
+
+
+def test_kernels_with_a_loop_inside_the_grid_are_seeded_with_deep_loop_tiles() -> None:
+    """A matmul's K loop in big steps under 64x64 grid tiles; split-K's outer K tile, which
+    only splits the inner loop's range, whole (one tile runs all of K)."""
+    a, b = torch.randn(1024, 1024, dtype=torch.bfloat16), torch.randn(1024, 1024, dtype=torch.bfloat16)
+    matmul = load_example_by_name("matmul_bf16").KERNEL
+    seeds = mlir_kernel(matmul.fn).bind((a, b)).config_spec.compiler_seed_configs
+    assert helion.Config(block_sizes=[64, 64, SEED_LOOP_TILE]) in seeds
+    split_k = load_example_by_name("matmul_split_k").KERNEL
+    seeds = mlir_kernel(split_k.fn).bind((torch.randn(256, 16384), torch.randn(16384, 256))).config_spec.compiler_seed_configs
+    assert helion.Config(block_sizes=[64, 64, 16384, SEED_LOOP_TILE]) in seeds
 
 
 def test_search_varies_only_fields_that_change_the_module(tuned_repeated_copy: dict[str, Any]) -> None:

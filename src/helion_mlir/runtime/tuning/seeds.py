@@ -13,9 +13,13 @@ from the best of them. Two more shapes of tile suit row kernels on a CPU and lie
 from both the default and the uniform seeds: each uniform seed again with every reduction
 kept whole (``reduction_loops`` of ``None``: a row of tens of KiB still fits a core's L2),
 and, for a nest of several tiles, a narrow outer tile with every inner tile at its largest
-(:data:`SEED_OUTER_TILE` rows, each row in one piece, as the two-pass softmax wants). They
-are not promoted to the default: ``autotune_effort="none"`` still runs Helion's default
-config.
+(:data:`SEED_OUTER_TILE` rows, each row in one piece, as the two-pass softmax wants). A
+kernel with a loop of tiles inside its grid (a matmul's loop over K) gets one more seed:
+grid tiles of 64 and loop tiles of :data:`SEED_LOOP_TILE`, so that each step of the loop
+does enough work to amortize reading and writing its accumulator, and a grid dimension that
+only splits another's range (split-K's outer K tile) taken whole, one tile running the
+whole loop, as a CPU core wants it. They are not promoted to the default:
+``autotune_effort="none"`` still runs Helion's default config.
 """
 
 from __future__ import annotations
@@ -26,12 +30,14 @@ from helion._compiler.autotuner_heuristics import HEURISTICS_BY_BACKEND
 from helion._compiler.autotuner_heuristics.registry import AutotunerHeuristic
 from helion.runtime.config import Config
 
-__all__ = ["SEED_OUTER_TILE", "SEED_TILES", "CPUTileSeeds", "install"]
+__all__ = ["SEED_LOOP_TILE", "SEED_OUTER_TILE", "SEED_TILES", "CPUTileSeeds", "install"]
 
 #: Tile extents of the uniform seeds, one seed each.
 SEED_TILES = (32, 64, 128)
 #: Outer tile of the seed whose inner tiles are as large as allowed.
 SEED_OUTER_TILE = 2
+#: Tile of the loops inside the grid (a matmul's K) in the deep-loop seed; its grid tiles are 64.
+SEED_LOOP_TILE = 512
 
 
 class CPUTileSeeds(AutotunerHeuristic):
@@ -54,6 +60,9 @@ class CPUTileSeeds(AutotunerHeuristic):
             shapes += [Config(block_sizes=sizes, reduction_loops=whole_reductions) for sizes in uniform]
         if len(specs) > 1:
             shapes.append(Config(block_sizes=[_clamp(specs[0], SEED_OUTER_TILE)] + [spec.max_size for spec in specs[1:]]))
+        deep_loop = _deep_loop_seed(specs, {b for ids in device_ir.grid_block_ids for b in ids})
+        if deep_loop is not None:
+            shapes.append(Config(block_sizes=deep_loop))
         seeds: list[Config] = []
         for seed in shapes:
             if seed not in seeds:
@@ -64,6 +73,23 @@ class CPUTileSeeds(AutotunerHeuristic):
     def get_seed_config(cls, env: Any, device_ir: Any) -> Config | None:
         seeds = cls.get_seed_configs(env, device_ir)
         return seeds[0] if seeds else None
+
+
+def _deep_loop_seed(specs: list[Any], grid: set[int]) -> list[int] | None:
+    """Grid tiles of 64, loop tiles of :data:`SEED_LOOP_TILE`, a grid dimension bounding a
+    loop's range whole; None without a loop inside the grid."""
+    bounding = {spec.bounded_by_block_id for spec in specs if getattr(spec, "bounded_by_block_id", None) is not None}
+    if all(set(spec.block_ids) <= grid for spec in specs):
+        return None
+    sizes = []
+    for spec in specs:
+        if set(spec.block_ids) & bounding:
+            sizes.append(spec.max_size)
+        elif set(spec.block_ids) <= grid:
+            sizes.append(_clamp(spec, 64))
+        else:
+            sizes.append(_clamp(spec, SEED_LOOP_TILE))
+    return sizes
 
 
 def _clamp(spec: Any, tile: int) -> int:
