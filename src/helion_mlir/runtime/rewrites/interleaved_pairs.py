@@ -126,7 +126,7 @@ def _joined_pair(second: ir.Operation) -> ir.Operation | None:
         return None
     same_place = (
         _static(first.attributes["static_offsets"])[:-1] == _static(second.attributes["static_offsets"])[:-1]
-        and [v for v in first.operands[2:]] == [v for v in second.operands[2:]]
+        and list(first.operands[2:]) == list(second.operands[2:])
         and first.operands[0].type == second.operands[0].type
     )
     return first if same_place else None
