@@ -43,6 +43,7 @@ import math
 from torch_mlir import ir
 from torch_mlir.dialects import scf
 
+from .destination_style import FOR_FIRST_INIT
 from .ir_walk import defining_op
 
 __all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops"]
@@ -127,15 +128,15 @@ def _perfect_nest(loop: ir.Operation) -> list[ir.Operation]:
             return nest
         loop_ = inner[0]
         carried = list(body.arguments)[1:]
-        if list(loop_.operands)[3:] != carried or list(ops[-1].operands) != list(loop_.results):
+        if list(loop_.operands)[FOR_FIRST_INIT:] != carried or list(ops[-1].operands) != list(loop_.results):
             return nest
-        if any(_defined_in(bound, outer) for bound in list(loop_.operands)[:3]):
+        if any(_defined_in(bound, outer) for bound in list(loop_.operands)[:FOR_FIRST_INIT]):
             return nest
         nest.append(loop_)
 
 
 def _trip_count(loop: ir.Operation) -> int | None:
-    lower, upper, step = (_constant_index(v) for v in list(loop.operands)[:3])
+    lower, upper, step = (_constant_index(v) for v in list(loop.operands)[:FOR_FIRST_INIT])
     if lower is None or upper is None or step is None or step <= 0:
         return None
     return max(0, -(-(upper - lower) // step))
@@ -197,7 +198,7 @@ def _to_forall(nest: list[ir.Operation], stores: list[ir.Operation]) -> None:
         return [v if (c := _constant_index(v)) is None else c for v in values]
 
     with ir.InsertionPoint(outer), outer.location:
-        forall = scf.ForallOp(bounds(0), bounds(1), bounds(2), list(outer.operands)[3:])
+        forall = scf.ForallOp(bounds(0), bounds(1), bounds(2), list(outer.operands)[FOR_FIRST_INIT:])
     body = forall.body
     terminator_ip = ir.InsertionPoint(body)
     for loop in nest:
