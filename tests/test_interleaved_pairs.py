@@ -13,8 +13,12 @@ from filecheck_util import run_filecheck
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.engine import compile_module
+from helion_mlir.runtime.rewrites.interleaved_pairs import move_pairs_contiguously
 from helion_mlir.runtime.rewrites.vectorize_tiles import host_vector_shape
+from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")
 
@@ -108,3 +112,38 @@ def test_rotary_tables_match_torch_in_every_tile_and_dtype(batch_heads, seq, hal
     tolerance = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
     assert got.dtype == want.dtype
     torch.testing.assert_close(got, want, **tolerance)
+
+
+JOINED_THEN_STORED_IN_A_LOOP = """
+func.func @f(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %out: tensor<6x8x2xf32>) -> tensor<6x8x2xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %e = tensor.empty() : tensor<4x8x2xf32>
+  %lane0 = tensor.insert_slice %a into %e[0, 0, 0] [4, 8, 1] [1, 1, 1] : tensor<4x8xf32> into tensor<4x8x2xf32>
+  %joined = tensor.insert_slice %b into %lane0[0, 0, 1] [4, 8, 1] [1, 1, 1] : tensor<4x8xf32> into tensor<4x8x2xf32>
+  %r = scf.for %i = %c0 to %c3 step %c1 iter_args(%acc = %out) -> (tensor<6x8x2xf32>) {
+    %s = tensor.insert_slice %joined into %acc[%i, 0, 0] [4, 8, 2] [1, 1, 1] : tensor<4x8x2xf32> into tensor<6x8x2xf32>
+    scf.yield %s : tensor<6x8x2xf32>
+  }
+  return %r : tensor<6x8x2xf32>
+}
+"""
+
+
+def test_a_joined_tile_stored_inside_a_later_loop_is_interleaved_into_a_buffer_of_its_own() -> None:
+    """The output slice the tile goes to is known only inside the loop (its iteration argument
+    and induction variable): the interleaved stores go to the join's own tile, which the loop
+    then copies, and the module still verifies (the slice was once taken before the loop, from
+    values defined only inside it)."""
+    a, b = torch.randn(4, 8), torch.randn(4, 8)
+    expected = torch.zeros(6, 8, 2)
+    for i in range(3):
+        expected[i:i + 4] = torch.stack([a, b], -1)
+    [got] = compile_module(JOINED_THEN_STORED_IN_A_LOOP, "f")(a, b, torch.zeros(6, 8, 2))
+    torch.testing.assert_close(got, expected)
+    with mlir_session():
+        module = parse_module(JOINED_THEN_STORED_IN_A_LOOP)
+        assert move_pairs_contiguously(module) == (0, 1)
+        assert module.operation.verify()
+        assert "tensor.extract_slice" not in str(module)

@@ -19,6 +19,7 @@ import helion.language as hl
 import pytest
 import torch
 from examples_util import assert_matches, load_example_by_name
+from kernels import pair_kernels
 from filecheck_util import run_filecheck
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
@@ -119,6 +120,25 @@ def test_kernels_rolled_beyond_the_lowering_fall_back_to_persistent_form(name: s
     assert any("persistent form" in m and reason in m for m in messages), messages
     compiled = compile_kernel(bound, config=config)
     assert_matches(compiled(*_clone(args)), module.reference(*_clone(args)), module.TOLERANCE, name)
+
+
+def test_split_halves_carried_from_one_rolled_loop_to_the_next_fall_back_to_persistent_form() -> None:
+    """The halves are computed chunk by chunk in the energy's loop and joined in a second loop
+    (in either branch), which would read only the last chunk: the stored row came out wrong,
+    silently, on both pipelines."""
+    z, weights = torch.randn(7, 128, 2), torch.randn(128)
+    bound = pair_kernels.complex_row_energy.bind((z, weights, True))  # the branch is taken at run time
+    config = helion.Config(block_sizes=[1], reduction_loops=[32])
+    with _warnings("helion_mlir.lowering.kernel_model") as messages:
+        model = KernelModel(bound, config)
+    assert not model.rolled_blocks
+    assert any("one chunk of a value another loop computes chunk by chunk" in m for m in messages), messages
+    for pipeline in ("fast", "plain"):
+        compiled = compile_kernel(bound, config=config, pipeline=pipeline)
+        for conjugate in (True, False):
+            got = compiled(z, weights, conjugate)
+            for g, want in zip(got, pair_kernels.complex_row_energy_reference(z, weights, conjugate)):
+                torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["row_sum", "row_mean_dynamic", "welford", "argmax_reduce", "column_stats"])

@@ -231,9 +231,10 @@ class _Analysis:
             return False
         dynamic_sizes = iter(list(op.operands)[2:])  # the sizes' (offsets and strides are static)
         empty_sizes_left = iter(empty_sizes)
+        shape = ir.RankedTensorType(op.operands[1].type).shape
         region = []
-        for axis, (o, s, t) in enumerate(zip(offsets, sizes, strides)):
-            if ir.RankedTensorType(op.operands[1].type).shape[axis] == dynamic:
+        for extent, o, s, t in zip(shape, offsets, sizes, strides):
+            if extent == dynamic:
                 if s != dynamic or o != 0 or t != 1 or next(dynamic_sizes) != next(empty_sizes_left):
                     return False  # an axis of run-time size counts only when taken whole
                 region.append(slice(0, 1))

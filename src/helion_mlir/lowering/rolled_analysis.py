@@ -132,9 +132,22 @@ def unsupported_rolled_reduction(graphs: Sequence[Any], block_of: Callable[[Any]
             if missing:
                 return f"'{node.name}' computes with Inductor ops {', '.join(missing)}, which chunks do not evaluate"
     for info in graphs:
-        reason = _whole_dimension_input(info, sizes) if isinstance(info, ReductionLoopGraphInfo) else None
+        if not isinstance(info, ReductionLoopGraphInfo):
+            continue
+        reason = _whole_dimension_input(info, sizes) or _chunk_input(info, block_of)
         if reason is not None:
             return reason
+    return None
+
+
+def _chunk_input(info: ReductionLoopGraphInfo, block_of: Callable[[Any], int | None]) -> str | None:
+    """A loop body input over its rolled dimension that another loop computed chunk by chunk
+    (the halves of ``hl.split`` in one loop, joined and stored in the next): the body would
+    read whichever chunk that loop left last, not its own."""
+    for node in info.graph.nodes:
+        meta = node.meta.get("val") if node.op == "placeholder" else None
+        if isinstance(meta, torch.Tensor) and any(block_of(size) in info.block_ids for size in meta.shape):
+            return f"'{node.name}' is one chunk of a value another loop computes chunk by chunk"
     return None
 
 

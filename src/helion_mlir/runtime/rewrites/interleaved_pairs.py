@@ -27,20 +27,12 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import arith, scf, tensor, ub, vector
 
-from .ir_walk import defining_op, ops_where
+from .ir_walk import constant_index, defining_op, ops_where, slice_offsets_and_sizes
 from .vectorize_tiles import host_vector_shape
 
 __all__ = ["move_pairs_contiguously"]
 
 _DYNAMIC = ir.ShapedType.get_dynamic_size()
-_DYNAMIC_OFFSET = ir.ShapedType.get_dynamic_stride_or_offset()
-
-
-def _constant_index(value: ir.Value) -> int | None:
-    op = defining_op(value)
-    if op is None or op.name != "arith.constant" or not isinstance(value.type, ir.IndexType):
-        return None
-    return ir.IntegerAttr(op.attributes["value"]).value
 
 
 def _index(number: int) -> ir.Value:
@@ -76,7 +68,7 @@ def _lane_read(op: ir.Operation) -> int | None:
     dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
     if None in dims or rank - 1 in dims or dims[-1] != rank - 2:
         return None
-    lane = _constant_index(op.operands[rank])
+    lane = constant_index(op.operands[rank])
     return lane if lane in (0, 1) else None
 
 
@@ -132,17 +124,19 @@ def _joined_pair(second: ir.Operation) -> ir.Operation | None:
     return first if same_place else None
 
 
-def _offsets(op: ir.Operation) -> list[ir.Value]:
-    """The offsets of an insertion along every axis but the pair axis, as index values."""
-    dynamic = iter(op.operands[2:])
-    static = _static(op.attributes["static_offsets"])[:-1]
-    return [next(dynamic) if s == _DYNAMIC_OFFSET else _index(s) for s in static]
-
-
-def _available(value: ir.Value) -> bool:
-    """``value`` is a block argument or a constant: usable before any op of its region."""
-    op = defining_op(value)
-    return op is None or op.name == "arith.constant"
+def _dominates(value: ir.Value, op: ir.Operation) -> bool:
+    """``value`` can be used at ``op``: an argument of a block enclosing it, or the result of
+    an op before it (or before an op enclosing it) in the same block."""
+    owner = value.owner
+    scope: ir.Operation | None = op
+    while scope is not None and scope.name != "builtin.module":
+        if isinstance(owner, ir.Block):
+            if scope.block == owner:
+                return True
+        elif owner.operation.block == scope.block and owner.operation.is_before_in_block(scope):
+            return True
+        scope = scope.parent
+    return False
 
 
 def _final_place(second: ir.Operation, dest: ir.Value) -> ir.Value:
@@ -150,7 +144,9 @@ def _final_place(second: ir.Operation, dest: ir.Value) -> ir.Value:
     the join and the joined tile is then inserted whole (``tensor.insert_slice`` or
     ``tensor.parallel_insert_slice``) into a tensor at a place known in advance, that place
     (``tensor.extract_slice``), as ``eliminate-empty-tensors`` would have chosen before the
-    collapsed view hid the chain from it; otherwise ``dest``."""
+    collapsed view hid the chain from it, when the place's values can be used where the join
+    is; otherwise ``dest``. (The rewrite cannot wait for that pass instead: it would also
+    compute each half in a stride-2 view of the output.)"""
     empty = defining_op(dest)
     uses = list(second.results[0].uses)
     if empty is None or empty.name != "tensor.empty" or len(list(dest.uses)) != 1 or len(uses) != 1:
@@ -161,7 +157,7 @@ def _final_place(second: ir.Operation, dest: ir.Value) -> ir.Value:
     target, places = insert.operands[1], list(insert.operands[2:])
     if insert.attributes["static_sizes"] != ir.DenseI64ArrayAttr.get(ir.RankedTensorType(dest.type).shape):
         return dest
-    if not all(_available(v) for v in [target, *places]) or any(s != 1 for s in _static(insert.attributes["static_strides"])):
+    if not all(_dominates(v, second) for v in [target, *places]) or any(s != 1 for s in _static(insert.attributes["static_strides"])):
         return dest
     offsets = ir.DenseI64ArrayAttr(insert.attributes["static_offsets"])
     place = tensor.extract_slice(dest.type, target, places, [], [], offsets, insert.attributes["static_sizes"],
@@ -175,7 +171,7 @@ def _interleave_rows(first: ir.Operation, second: ir.Operation, lanes: int) -> i
     dest = _final_place(second, first.operands[1])
     dest_type = ir.RankedTensorType(dest.type)
     half_type = ir.RankedTensorType(halves[0].type)
-    offsets = _offsets(first)
+    offsets = [v if isinstance(v, ir.Value) else _index(v) for v in slice_offsets_and_sizes(first, 2)[0][:-1]]
     element = half_type.element_type
     rank = half_type.rank  # the destination's rank less the pair axis
     collapsed = _collapse_pair_axis(dest)

@@ -6,7 +6,10 @@ from collections.abc import Callable
 
 from torch_mlir import ir
 
-__all__ = ["defining_op", "indexing_maps", "is_plain_contraction", "iterator_types", "ops_where"]
+__all__ = [
+    "constant_index", "defining_op", "indexing_maps", "is_plain_contraction", "iterator_types", "ops_where",
+    "slice_offsets_and_sizes",
+]
 
 
 def ops_where(root: ir.Module | ir.Operation | ir.OpView, wanted: Callable[[ir.Operation], bool]) -> list[ir.Operation]:
@@ -30,6 +33,25 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     """The op that defines ``value``; None for a block argument."""
     owner = value.owner
     return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def constant_index(value: ir.Value) -> int | None:
+    """The integer an ``arith.constant`` defines; None for any other value."""
+    owner = defining_op(value)
+    if owner is None or owner.name != "arith.constant":
+        return None
+    attr = owner.attributes["value"]
+    return attr.value if isinstance(attr, ir.IntegerAttr) else None
+
+
+def slice_offsets_and_sizes(op: ir.Operation, first_dynamic: int) -> tuple[list, list]:
+    """Offsets and sizes of a slice op (``extract_slice``, ``insert_slice``, ...), each an
+    int or the ``Value`` of a dynamic one; its dynamic operands start at ``first_dynamic``."""
+    dynamic_marker = ir.ShapedType.get_dynamic_size()
+    dynamic = iter(list(op.operands)[first_dynamic:])
+    offsets = [next(dynamic) if o == dynamic_marker else o for o in ir.DenseI64ArrayAttr(op.attributes["static_offsets"])]
+    sizes = [next(dynamic) if s == dynamic_marker else s for s in ir.DenseI64ArrayAttr(op.attributes["static_sizes"])]
+    return offsets, sizes
 
 
 def indexing_maps(op: ir.Operation) -> list[ir.AffineMap]:

@@ -44,7 +44,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import scf
 
 from .destination_style import FOR_FIRST_INIT
-from .ir_walk import defining_op
+from .ir_walk import constant_index, defining_op, slice_offsets_and_sizes
 
 __all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops"]
 
@@ -52,38 +52,21 @@ __all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops"]
 #: trip counts stays sequential: about 50 us of vectorized code.
 MIN_PARALLEL_WORK = 1 << 20
 
-_DYNAMIC = ir.ShapedType.get_dynamic_size()
 # Ops allowed in an outer loop body besides the inner loop: index arithmetic.
 _PURE_PREFIXES = ("arith.", "index.", "affine.apply", "affine.min", "affine.max")
-
-
-def _constant_index(value: ir.Value) -> int | None:
-    owner = defining_op(value)
-    if owner is None or owner.name != "arith.constant":
-        return None
-    attr = owner.attributes["value"]
-    return attr.value if isinstance(attr, ir.IntegerAttr) else None
 
 
 def _at_most(size: ir.Value | int, bound: int) -> bool:
     """Whether a slice size is provably at most ``bound``."""
     if isinstance(size, int):
         return 0 <= size <= bound
-    constant = _constant_index(size)
+    constant = constant_index(size)
     if constant is not None:
         return 0 <= constant <= bound
     owner = defining_op(size)
     if owner is not None and owner.name in ("arith.minsi", "arith.minui"):
         return any(_at_most(operand, bound) for operand in owner.operands)
     return False
-
-
-def _offsets_and_sizes(op: ir.Operation, first_dynamic: int) -> tuple[list, list]:
-    """Offsets and sizes of a slice op, each an int or the ``Value`` of a dynamic one."""
-    dynamic = iter(list(op.operands)[first_dynamic:])
-    offsets = [next(dynamic) if o == _DYNAMIC else o for o in ir.DenseI64ArrayAttr(op.attributes["static_offsets"])]
-    sizes = [next(dynamic) if s == _DYNAMIC else s for s in ir.DenseI64ArrayAttr(op.attributes["static_sizes"])]
-    return offsets, sizes
 
 
 def _separates(offsets: list, sizes: list, iv: ir.Value, step: int) -> bool:
@@ -98,7 +81,7 @@ def _separates(offsets: list, sizes: list, iv: ir.Value, step: int) -> bool:
             owner is not None
             and owner.name in ("arith.divui", "arith.divsi", "arith.floordivsi")
             and owner.operands[0] == iv
-            and _constant_index(owner.operands[1]) == step
+            and constant_index(owner.operands[1]) == step
             and _at_most(size, 1)
         ):
             return True
@@ -136,7 +119,7 @@ def _perfect_nest(loop: ir.Operation) -> list[ir.Operation]:
 
 
 def _trip_count(loop: ir.Operation) -> int | None:
-    lower, upper, step = (_constant_index(v) for v in list(loop.operands)[:FOR_FIRST_INIT])
+    lower, upper, step = (constant_index(v) for v in list(loop.operands)[:FOR_FIRST_INIT])
     if lower is None or upper is None or step is None or step <= 0:
         return None
     return max(0, -(-(upper - lower) // step))
@@ -164,7 +147,7 @@ def estimate_work(op: ir.Operation) -> int:
 
 def _writes_disjoint_tiles(nest: list[ir.Operation]) -> list[ir.Operation] | None:
     """The final store of each carried tensor, when the proof above holds; else None."""
-    steps = [_constant_index(loop.operands[2]) for loop in nest]
+    steps = [constant_index(loop.operands[2]) for loop in nest]
     if any(step is None or step <= 0 for step in steps):
         return None
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in nest]
@@ -183,9 +166,9 @@ def _writes_disjoint_tiles(nest: list[ir.Operation]) -> list[ir.Operation] | Non
                 continue
             if user.name != "tensor.extract_slice":
                 return None
-            if not all(_separates(*_offsets_and_sizes(user, 1), iv, s) for iv, s in zip(ivs, steps)):
+            if not all(_separates(*slice_offsets_and_sizes(user, 1), iv, s) for iv, s in zip(ivs, steps)):
                 return None
-        if not all(_separates(*_offsets_and_sizes(store, 2), iv, s) for iv, s in zip(ivs, steps)):
+        if not all(_separates(*slice_offsets_and_sizes(store, 2), iv, s) for iv, s in zip(ivs, steps)):
             return None
         stores.append(store)
     return stores
@@ -195,7 +178,7 @@ def _to_forall(nest: list[ir.Operation], stores: list[ir.Operation]) -> None:
     outer, inner = nest[0], nest[-1]
     def bounds(position: int) -> list[ir.Value | int]:
         values = [loop.operands[position] for loop in nest]
-        return [v if (c := _constant_index(v)) is None else c for v in values]
+        return [v if (c := constant_index(v)) is None else c for v in values]
 
     with ir.InsertionPoint(outer), outer.location:
         forall = scf.ForallOp(bounds(0), bounds(1), bounds(2), list(outer.operands)[FOR_FIRST_INIT:])

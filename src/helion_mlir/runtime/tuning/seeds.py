@@ -78,7 +78,7 @@ class CPUTileSeeds(AutotunerHeuristic):
 def _deep_loop_seed(specs: list[Any], grid: set[int]) -> list[int] | None:
     """Grid tiles of 64, loop tiles of :data:`SEED_LOOP_TILE`, a grid dimension bounding a
     loop's range whole; None without a loop inside the grid."""
-    bounding = {spec.bounded_by_block_id for spec in specs if getattr(spec, "bounded_by_block_id", None) is not None}
+    bounding = {spec.bounded_by_block_id for spec in specs if spec.bounded_by_block_id is not None}
     if all(set(spec.block_ids) <= grid for spec in specs):
         return None
     sizes = []
