@@ -68,6 +68,7 @@ from ..rewrites.low_precision_floats import emulate_low_precision_floats
 from ..rewrites.polynomial_exp import expand_exponentials
 from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
 from ..rewrites.reduce_across_lanes import reduce_across_lanes
+from ..rewrites.row_statistics import fuse_row_statistics
 from ..rewrites.restrict_fresh_buffers import mark_fresh_buffers_restrict
 from ..rewrites.single_element_stores import store_single_elements_in_place
 from ..rewrites.stack_buffers import promote_small_buffers_to_stack
@@ -218,6 +219,7 @@ FAST: tuple[Step, ...] = (
     *passes("func.func(linalg-fuse-elementwise-ops)", "func.func(canonicalize)"),
     rewrite(fold_add_into_matmul),
     *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
+    rewrite(fuse_row_statistics),
     rewrite(vectorize_tiles),
     rewrite(move_pairs_contiguously),
     *passes("func.func(cse)"),  # one read for both lanes of the same pairs
@@ -231,6 +233,10 @@ FAST: tuple[Step, ...] = (
     *passes(
         "func.func(linalg-generalize-named-ops)",  # named ops left unvectorized (their bodies may be rewritten later)
         "func.func(lower-affine)",
+        # A row inserted into a tile inserted into the output is inserted into the output
+        # directly, so that eliminate-empty-tensors computes it there (not in a stack buffer
+        # copied over). Before the destinations are tied to results: it also folds whole-tensor insertions.
+        "func.func(fold-tensor-subset-ops)",
         "func.func(tm-tensor-bufferize)",
     ),
     rewrite(mark_fresh_buffers_restrict),
@@ -240,6 +246,9 @@ FAST: tuple[Step, ...] = (
     *passes(
         "eliminate-empty-tensors",  # empty tensors inserted into a destination are computed in it
         _ONE_SHOT_BUFFERIZE,
+        # Equal subviews become one, so that the copies of a buffer into itself that
+        # bufferization leaves after computing in place fold away.
+        "func.func(cse)",
         "func.func(canonicalize)",  # folds loop-carried buffers that are yielded unchanged
     ),
     boundary(ModuleLowering.drop_argument_results, when=IN_PLACE),

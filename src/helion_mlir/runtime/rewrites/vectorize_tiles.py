@@ -49,11 +49,11 @@ from dataclasses import dataclass
 
 import torch
 from torch_mlir import ir
-from torch_mlir.dialects.transform import interpreter
 
 from ...mlir_types import LOW_PRECISION_FLOATS
 from .bf16_dot_products import host_has_bf16_dot
 from .ir_walk import indexing_maps, is_plain_contraction, iterator_types
+from .transform_scripts import match_attribute, run_transform_script
 
 __all__ = ["VectorShape", "host_vector_shape", "vectorize_tiles"]
 
@@ -206,19 +206,6 @@ def _bf16(type_: ir.Type) -> bool:
     return isinstance(type_, ir.BF16Type)
 
 
-def _run_transform(module: ir.Module, body: str) -> None:
-    script = ir.Module.parse(
-        "module attributes {transform.with_named_sequence} {\n"
-        "  transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {\n"
-        f"{body}\n    transform.yield\n  }}\n}}"
-    )
-    interpreter.apply_named_sequence(module.operation, script.body.operations[0], script)
-
-
-def _match(attribute: str) -> str:
-    return f"transform.structured.match attributes{{{attribute}}} in %root : (!transform.any_op) -> !transform.any_op"
-
-
 def _tiling_script(plans: Sequence[_Plan]) -> str:
     """Tile every group of ops that share a plan, then vectorize each tiled op on its own
     (a refusal is suppressed and leaves that op's loops scalar)."""
@@ -226,7 +213,7 @@ def _tiling_script(plans: Sequence[_Plan]) -> str:
     vectorize: list[tuple[str, tuple[int, ...]]] = []
     for group, (kind, tiles, split, sizes) in enumerate(plans):
         loops = sum(1 for t in tiles if t)
-        found = _match(f"{_GROUP} = {group} : i64")
+        found = match_attribute(f"{_GROUP} = {group} : i64")
         if loops == 0:
             lines.append(f"%t{group} = {found}")
         else:
@@ -299,7 +286,7 @@ def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> int:
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(mark_named)
-    _run_transform(module, f"%named = {_match(_GENERALIZE)}\n"
+    run_transform_script(module, f"%named = {match_attribute(_GENERALIZE)}\n"
                    "%generic = transform.structured.generalize %named : (!transform.any_op) -> !transform.any_op")
     plans: dict[_Plan, int] = {}
     planned = 0
@@ -314,5 +301,5 @@ def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> int:
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(mark_planned)
-    _run_transform(module, _tiling_script(list(plans)) + _CLEANUP)
+    run_transform_script(module, _tiling_script(list(plans)) + _CLEANUP)
     return planned
