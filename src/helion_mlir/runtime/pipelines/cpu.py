@@ -58,6 +58,7 @@ from ..rewrites.bf16_dot_products import pair_bf16_dot_products
 from ..rewrites.bf16_memory_as_i16 import move_bf16_through_memory_as_i16
 from ..rewrites.bf16_truncation import define_bf16_truncation
 from ..rewrites.carried_buffers import store_yields_in_carried_buffers
+from ..rewrites.branch_consumers import compute_consumers_in_branches
 from ..rewrites.constant_powers import integral_powers_as_fpowi
 from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
 from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
@@ -215,6 +216,7 @@ FAST: tuple[Step, ...] = (
     # After the parallel loops, whose proof reads slice stores.
     rewrite(store_single_elements_in_place),
     rewrite(expand_exponentials),
+    rewrite(compute_consumers_in_branches),  # before fusion: a branch's elementwise ops fuse into its copy
     rewrite(recompute_cheap_elementwise),
     *passes("func.func(linalg-fuse-elementwise-ops)", "func.func(canonicalize)"),
     rewrite(fold_add_into_matmul),
