@@ -17,7 +17,12 @@ elementwise ops between them) are fused into that loop by upstream's tile-and-fu
 before. A temporary of the block (softmax's exponentials) becomes a temporary of one row
 (``fold_tensor_empty``).
 
-Only where this keeps every access contiguous and computes nothing twice: the statistics
+Only for rows of at least two elementwise steps (:attr:`VectorShape.elements`; 128 f32 with
+AVX-512): a block of short rows already sits in L1 and streams as one piece, and taken row by
+row it pays each row's horizontal reductions and loop control without the cache to gain
+(measured, one thread, rows of 64 f32 in tiles of 16: RMS norm 0.66 -> 0.77 ms, softmax
+2.30 -> 3.43; rows of 128: 1.04 -> 0.95 and 2.50 -> 2.27). A row whose length is known only
+at run time is taken as long. And only where this keeps every access contiguous and computes nothing twice: the statistics
 reduce the trailing loops, every operand is read without transposition (each row stays
 contiguous), no reduction is a contraction (a matmul cut into rows loses its register
 blocks), and every op fused into the loop is used only there (a mean also stored as a
@@ -26,10 +31,13 @@ kernel output is left alone: fusing it would compute it twice).
 
 from __future__ import annotations
 
+import math
+
 from torch_mlir import ir
 
 from .ir_walk import defining_op, indexing_maps, iterator_types, ops_where
 from .transform_scripts import match_attribute, run_transform_script
+from .vectorize_tiles import host_vector_shape
 
 __all__ = ["fuse_row_statistics"]
 
@@ -108,7 +116,7 @@ def _row_loops(op: ir.Operation) -> int | None:
     if not _generic(op):
         return None
     iterators = iterator_types(op)
-    if len(iterators) < 2 or any(i != "parallel" for i in iterators):
+    if len(iterators) < 2 or any(i != "parallel" for i in iterators) or not op.results:
         return None
     loops = None
     for value, map_ in zip(op.operands, indexing_maps(op)):
@@ -117,7 +125,17 @@ def _row_loops(op: ir.Operation) -> int | None:
             continue
         if [str(e) for e in map_.results] == [f"d{i}" for i in range(rows)]:
             loops = rows if loops is None else min(loops, rows)
-    return loops
+    return loops if loops is not None and _long_rows(op, loops) else None
+
+
+def _long_rows(op: ir.Operation, rows: int) -> bool:
+    """A row (the loops after the first ``rows``) spans at least two elementwise steps, or a
+    length known only at run time."""
+    shape = ir.ShapedType(op.results[0].type)
+    row = shape.shape[rows:]
+    if any(shape.is_dynamic_dim(position) for position in range(rows, shape.rank)):
+        return True
+    return math.prod(row) >= 2 * host_vector_shape().elements
 
 
 def _fused_producers(root: ir.Operation) -> list[ir.Operation]:
