@@ -83,3 +83,30 @@ def column_norm(x: torch.Tensor) -> torch.Tensor:
 def column_norm_reference(x):  # noqa: ANN001, ANN201
     cols = x.float().T
     return (cols / cols.norm(dim=-1, keepdim=True)).to(x.dtype)
+
+
+LABEL_SMOOTHING = 0.1
+
+
+@helion.kernel(static_shapes=True)
+def soft_target_loss(
+    logits: torch.Tensor, targets: torch.Tensor, class_weights: torch.Tensor, smooth: bool, temperature: float
+) -> torch.Tensor:
+    m, n = logits.size()
+    loss = torch.empty([m], dtype=torch.float32, device=logits.device)
+    for tile_m in hl.tile(m):
+        scaled = logits[tile_m, :].to(torch.float32) / temperature
+        peak = torch.amax(scaled, dim=-1, keepdim=True)
+        log_probs = scaled - peak - torch.log(torch.sum(torch.exp(scaled - peak), dim=-1, keepdim=True))
+        if smooth:
+            target = (1.0 - LABEL_SMOOTHING) * targets[tile_m, :] + LABEL_SMOOTHING / n
+        else:
+            target = targets[tile_m, :]
+        loss[tile_m] = -torch.sum(target * log_probs * class_weights[None, :], dim=-1)
+    return loss
+
+
+def soft_target_loss_reference(logits, targets, class_weights, smooth, temperature):  # noqa: ANN001, ANN201
+    log_probs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    target = (1.0 - LABEL_SMOOTHING) * targets + LABEL_SMOOTHING / logits.size(1) if smooth else targets
+    return -(target * log_probs * class_weights).sum(-1)

@@ -57,8 +57,8 @@ from ..rewrites.alloca_scopes import inline_alloca_scopes
 from ..rewrites.bf16_dot_products import pair_bf16_dot_products
 from ..rewrites.bf16_memory_as_i16 import move_bf16_through_memory_as_i16
 from ..rewrites.bf16_truncation import define_bf16_truncation
-from ..rewrites.carried_buffers import store_yields_in_carried_buffers
 from ..rewrites.branch_consumers import compute_consumers_in_branches
+from ..rewrites.carried_buffers import store_yields_in_carried_buffers
 from ..rewrites.constant_powers import integral_powers_as_fpowi
 from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
 from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
@@ -69,8 +69,8 @@ from ..rewrites.low_precision_floats import emulate_low_precision_floats
 from ..rewrites.polynomial_exp import expand_exponentials
 from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
 from ..rewrites.reduce_across_lanes import reduce_across_lanes
-from ..rewrites.row_statistics import fuse_row_statistics
 from ..rewrites.restrict_fresh_buffers import mark_fresh_buffers_restrict
+from ..rewrites.row_statistics import fuse_row_statistics
 from ..rewrites.single_element_stores import store_single_elements_in_place
 from ..rewrites.stack_buffers import promote_small_buffers_to_stack
 from ..rewrites.tile_parallel import parallelize_tile_loops

@@ -215,11 +215,12 @@ def fuse_row_statistics(module: ir.Module) -> int:
     """Compute the rows of each tile that needs row statistics one row at a time (see the
     module docstring). Returns how many ops were tiled so."""
     _drop_unit_dimension_round_trips(module)
-    candidates = [op for op in ops_where(module, lambda op: _row_loops(op) is not None) if _fusable(op)]
+    candidates = {op: rows for op in ops_where(module, _generic) if (rows := _row_loops(op)) is not None
+                  and _fusable(op)}
     roots = [op for op in candidates if not _feeds(op, [other for other in candidates if other is not op])]
     groups: dict[tuple[int, ...], int] = {}
     for op in roots:
-        rows = _row_loops(op)
+        rows = candidates[op]
         tiles = (1,) * rows + (0,) * (len(iterator_types(op)) - rows)
         group = groups.setdefault(tiles, len(groups))
         op.attributes[_ROWS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), group)
