@@ -121,19 +121,32 @@ def test_accumulating_a_matmul_into_the_carried_tile_folds_into_the_matmul() -> 
     """)
 
 
-def test_parallel_row_tiles_are_vectorized_on_openmp_taken_one_by_one_without_heap_allocation() -> None:
+def test_parallel_row_tiles_are_vectorized_on_openmp_taken_in_runs_without_heap_allocation() -> None:
+    """64 row tiles on 2 workers: runs of 8 contiguous tiles (a quarter of a worker's share)."""
     text = example_module("softmax_one_pass", (torch.randn(1024, 256),), block_sizes=[16])
     lanes = host_vector_shape().elements
     run_filecheck(lower_module(text, "softmax_one_pass", threads=2, in_place=True), f"""
         // CHECK-LABEL: llvm.func @softmax_one_pass(
+        // CHECK: %[[CHUNK:.*]] = llvm.mlir.constant(8 : i32) : i32
         // CHECK: omp.parallel
-        // CHECK: omp.wsloop schedule(dynamic)
+        // CHECK: omp.wsloop schedule(dynamic = %[[CHUNK]] : i32)
         // CHECK: llvm.intr.stacksave
         // CHECK: vector<{lanes}xf32>
         // CHECK: llvm.intr.stackrestore
         // CHECK-NOT: llvm.call @malloc
         // CHECK-NOT: llvm.call @expf
         // CHECK-LABEL: llvm.func @_mlir_ciface_softmax_one_pass(
+    """)
+
+
+def test_collapsed_tile_grids_are_scheduled_in_runs_of_their_collapsed_trip_count() -> None:
+    """An 8x8 grid of matmul tiles on 2 workers: 64 collapsed iterations, runs of 8."""
+    text = example_module("matmul", (torch.randn(256, 64), torch.randn(64, 512)), block_sizes=[32, 64, 16])
+    run_filecheck(lower_module(text, "matmul", threads=2, in_place=True), """
+        // CHECK-LABEL: llvm.func @matmul(
+        // CHECK: %[[CHUNK:.*]] = llvm.mlir.constant(8 : i32) : i32
+        // CHECK: omp.wsloop schedule(dynamic = %[[CHUNK]] : i32)
+        // CHECK-NEXT: omp.loop_nest ({{.*}}, {{.*}}) : i64 = {{.*}} collapse(2)
     """)
 
 

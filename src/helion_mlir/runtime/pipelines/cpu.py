@@ -40,8 +40,8 @@ Bufferization writes the destination arguments in place
 (``in_place``), keeps one buffer per loop-carried tensor, computes empty tensors in their
 destination, hoists allocations out of sequential loops and puts small fixed-size ones on
 the stack.
-``scf.forall`` becomes ``scf.parallel`` and then OpenMP (``threads`` workers taking tiles
-one at a time; with one thread the loops stay sequential), vector ops are lowered with
+``scf.forall`` becomes ``scf.parallel`` and then OpenMP (``threads`` workers taking runs of
+contiguous tiles as they become free; with one thread the loops stay sequential), vector ops are lowered with
 the host's vector features, contractions as outer products (FMAs).
 
 To add a step, add one line where it belongs: ``*passes("func.func(my-pass)")`` for an
