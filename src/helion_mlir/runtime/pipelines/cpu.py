@@ -30,7 +30,8 @@ so a failed check raises instead of aborting the process.
 *fast*: on tensors, top-level tile loops whose tiles write disjoint slices become
 ``scf.forall``; f32 ``exp``/``exp2`` become polynomials; cheap elementwise ops with
 several consumers are copied into each; elementwise chains are fused;
-``acc + matmul(...)`` accumulates in place; unit dimensions are folded; linalg ops are
+``acc + matmul(...)`` accumulates in place; unit dimensions are folded; a loop over column
+chunks of a multi-row tile runs once per row; linalg ops are
 tiled to register-sized pieces and vectorized, each row reduction ending in one vector
 reduction, bf16 matmuls on AVX512-BF16 dot products of k pairs; the pairs of ``hl.split``
 and ``hl.join`` are moved as contiguous vectors and (de)interleaved in registers; powers with a constant
@@ -70,6 +71,7 @@ from ..rewrites.polynomial_exp import expand_exponentials
 from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
 from ..rewrites.reduce_across_lanes import reduce_across_lanes
 from ..rewrites.restrict_fresh_buffers import mark_fresh_buffers_restrict
+from ..rewrites.row_major_chunks import process_rows_before_column_chunks
 from ..rewrites.row_statistics import fuse_row_statistics
 from ..rewrites.single_element_stores import store_single_elements_in_place
 from ..rewrites.stack_buffers import promote_small_buffers_to_stack
@@ -220,6 +222,8 @@ FAST: tuple[Step, ...] = (
     rewrite(recompute_cheap_elementwise),
     *passes("func.func(linalg-fuse-elementwise-ops)", "func.func(canonicalize)"),
     rewrite(fold_add_into_matmul),
+    *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
+    rewrite(process_rows_before_column_chunks),
     *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
     rewrite(fuse_row_statistics),
     rewrite(vectorize_tiles),

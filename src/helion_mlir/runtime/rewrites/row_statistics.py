@@ -39,7 +39,7 @@ from .ir_walk import defining_op, indexing_maps, iterator_types, ops_where
 from .transform_scripts import match_attribute, run_transform_script
 from .vectorize_tiles import host_vector_shape
 
-__all__ = ["fuse_row_statistics"]
+__all__ = ["drop_unit_dimension_round_trips", "fuse_row_statistics"]
 
 _ROWS = "helion_mlir.row_tiles"
 
@@ -169,7 +169,7 @@ def _fusable(root: ir.Operation) -> bool:
     return True
 
 
-def _drop_unit_dimension_round_trips(module: ir.Module) -> None:
+def drop_unit_dimension_round_trips(module: ir.Module) -> None:
     """A rank-reducing ``extract_slice`` taking the whole of an ``expand_shape`` back to the
     expansion's own type (``s[:, None]`` read as ``[16, 1]`` then ``[16]``) is the expansion's
     source: its users read that directly, so that a statistic reaches its consumer as a
@@ -214,7 +214,7 @@ def _feeds(op: ir.Operation, others: list[ir.Operation]) -> bool:
 def fuse_row_statistics(module: ir.Module) -> int:
     """Compute the rows of each tile that needs row statistics one row at a time (see the
     module docstring). Returns how many ops were tiled so."""
-    _drop_unit_dimension_round_trips(module)
+    drop_unit_dimension_round_trips(module)
     candidates = {op: rows for op in ops_where(module, _generic) if (rows := _row_loops(op)) is not None
                   and _fusable(op)}
     roots = [op for op in candidates if not _feeds(op, [other for other in candidates if other is not op])]
