@@ -65,6 +65,7 @@ def _cases() -> list[Case]:
     f32 = 4
     rows, cols, wide = 4096, 1024, 2048
     x, r = _randn(rows, cols), _randn(rows, cols)
+    ragged = _randn(rows + 4, cols)
     w, b = 1 + 0.1 * _randn(cols), _randn(cols)
     row_bytes = 2 * rows * cols * f32
     logits = 2 * _randn(rows, 8192)
@@ -86,6 +87,8 @@ def _cases() -> list[Case]:
              3 * rows * cols * f32, True),
         Case("softmax (one pass)", "softmax_one_pass", [16], (x,), ref("softmax_one_pass"), row_bytes, True),
         Case("log softmax", "log_softmax", [16], (x,), ref("log_softmax"), row_bytes, True),
+        Case("softmax (one pass), 4100 rows: a last tile of 4", "softmax_one_pass", [16], (ragged,),
+             ref("softmax_one_pass"), 2 * ragged.numel() * f32, True),
         Case("cross entropy 4096x8192", "cross_entropy", [8], (logits, target), ref("cross_entropy"),
              logits.numel() * f32, True, large_output=False),
         Case("KL divergence (log target)", "kl_div_loss", [16, 1024], (y_pred, y_true, True, "none"),

@@ -27,8 +27,9 @@ with a ``cf.assert``; once the loops are a control-flow graph, each assert becom
 back into Python and an early return (:mod:`~helion_mlir.runtime.rewrites.failed_checks`),
 so a failed check raises instead of aborting the process.
 
-*fast*: on tensors, top-level tile loops whose tiles write disjoint slices become
-``scf.forall``; f32 ``exp``/``exp2`` become polynomials; cheap elementwise ops with
+*fast*: on tensors, the last tile of a size its block does not divide is peeled off its loop
+(``scf-for-loop-peeling``), so that the other tiles have static sizes; top-level tile loops
+whose tiles write disjoint slices become ``scf.forall``; f32 ``exp``/``exp2`` become polynomials; cheap elementwise ops with
 several consumers are copied into each; elementwise chains are fused;
 ``acc + matmul(...)`` accumulates in place; unit dimensions are folded; a loop over column
 chunks of a multi-row tile runs once per row; linalg ops are
@@ -76,6 +77,7 @@ from ..rewrites.row_statistics import fuse_row_statistics
 from ..rewrites.single_element_stores import store_single_elements_in_place
 from ..rewrites.stack_buffers import promote_small_buffers_to_stack
 from ..rewrites.tile_parallel import parallelize_tile_loops
+from ..rewrites.tile_size_bounds import tile_sizes_as_affine_min
 from ..rewrites.vector_math import lower_vector_math
 from ..rewrites.vectorize_tiles import vectorize_tiles
 from .module_lowering import ModuleLowering
@@ -214,6 +216,10 @@ FAST: tuple[Step, ...] = (
     *FIRST_STAGE,
     boundary(ModuleLowering.write_results_in_place, when=IN_PLACE),
     *passes("func.func(canonicalize)", "func.func(cse)"),
+    # The last tile of a size its block does not divide is peeled off the loop: the other
+    # tiles get static sizes (no padding copy, no row masks).
+    rewrite(tile_sizes_as_affine_min),
+    *passes("func.func(scf-for-loop-peeling)", "func.func(canonicalize)", "func.func(cse)"),
     boundary(_parallelize_tile_loops, when=PARALLEL),
     # After the parallel loops, whose proof reads slice stores.
     rewrite(store_single_elements_in_place),

@@ -1,0 +1,64 @@
+"""The last tile of a size its block does not divide is peeled off its loop on the fast pipeline
+(``runtime/rewrites/tile_size_bounds.py`` and upstream ``scf-for-loop-peeling``): the full tiles
+get static sizes, with no padding copy, and only the last one is padded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fast_pipeline_util import after_step, example_module
+from filecheck_util import run_filecheck
+
+from helion_mlir.mlir_context import mlir_session
+from helion_mlir.runtime.rewrites.tile_size_bounds import tile_sizes_as_affine_min
+from helion_mlir.verify import parse_module
+
+pytestmark = pytest.mark.usefixtures("parallel_even_when_small")
+
+
+def test_full_row_tiles_are_static_and_only_the_last_is_padded(tmp_path, monkeypatch) -> None:
+    """37 rows in tiles of 16: two full tiles of [16, 128] read straight from the input in
+    parallel, then the last 5 rows padded to a block of 16 on their own."""
+    text = example_module("softmax_one_pass", (torch.randn(37, 128),), block_sizes=[16])
+    run_filecheck(after_step(tmp_path, monkeypatch, text, "softmax_one_pass", "parallelize-tile-loops"), """
+        // CHECK-LABEL: func.func @softmax_one_pass(
+        // CHECK: scf.forall (%[[ROW:.*]]) = (0) to (32) step (16)
+        // CHECK: %[[TILE:.*]] = tensor.extract_slice %arg0[%[[ROW]], 0] [16, 128] [1, 1] : tensor<37x128xf32> to tensor<16x128xf32>
+        // CHECK-NOT: tensor.insert_slice %{{.*}} into %{{.*}}[0, 0]
+        // CHECK: scf.forall.in_parallel
+        // CHECK: tensor.extract_slice %arg0[32, 0] [5, 128] [1, 1] : tensor<37x128xf32> to tensor<5x128xf32>
+        // CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, 0] [5, 128] [1, 1] : tensor<5x128xf32> into tensor<16x128xf32>
+        // CHECK-LABEL: // LOWERED
+    """)
+
+
+_LOOP = """
+func.func @f(%n: index) -> index {{
+  %c0 = arith.constant 0 : index
+  %c16 = arith.constant 16 : index
+  %c8 = arith.constant 8 : index
+  %total = scf.for %i = %c0 to %n step %c16 iter_args(%acc = %c0) -> (index) {{
+    %left = arith.subi %n, %i : index
+    %size = arith.minsi {operands} : index
+    %next = arith.addi %acc, %size : index
+    scf.yield %next : index
+  }}
+  return %total : index
+}}
+"""
+
+
+@pytest.mark.parametrize(("operands", "raised"), [
+    ("%left, %c16", 1), ("%c16, %left", 1), ("%left, %c8", 0),
+], ids=["size-then-step", "step-then-size", "not-the-step"])
+def test_only_a_tile_size_of_its_own_loop_becomes_affine_min(operands, raised) -> None:
+    with mlir_session():
+        module = parse_module(_LOOP.format(operands=operands), what="test module")
+        assert tile_sizes_as_affine_min(module) == raised
+        assert module.operation.verify()
+        if raised:
+            run_filecheck(str(module), """
+                // CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[N:[^ ]*]] step %[[STEP:[^ ]*]]
+                // CHECK: affine.min #{{.*}}(%[[I]])[%[[N]], %[[STEP]]]
+                // CHECK-NOT: arith.minsi
+            """)
