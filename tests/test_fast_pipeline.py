@@ -63,6 +63,46 @@ def test_a_grid_whose_tiles_store_their_own_slices_becomes_one_forall() -> None:
     """)
 
 
+def test_a_tile_storing_column_chunks_in_a_loop_stores_into_its_own_rows_in_parallel() -> None:
+    """Online softmax: its second loop over column chunks stores ``out[tile_r, tile_c]``; the chunks
+    go into the tile's own [16, 512] rows, inserted once after the loop, and the tiles run in parallel."""
+    count, text = _parallelized(example_module("softmax_two_pass", (torch.randn(64, 512),), block_sizes=[16, 128, 128]))
+    assert count == 1
+    run_filecheck(text, """
+        // CHECK: scf.forall (%[[ROW:.*]]) = (0) to (64) step (16) shared_outs(%[[SHARED:.*]] = %{{.*}})
+        // CHECK: %[[OWN:.*]] = tensor.extract_slice %[[SHARED]][%[[ROW]], 0] [16, 512] [1, 1]
+        // CHECK: %[[ROWS:.*]] = scf.for %[[C:.*]] = {{.*}} iter_args(%[[PART:.*]] = %[[OWN]]) -> (tensor<16x512xf32>)
+        // CHECK: tensor.insert_slice %{{.*}} into %[[PART]][0, %[[C]]] [16, 128] [1, 1]
+        // CHECK: scf.forall.in_parallel
+        // CHECK-NEXT: tensor.parallel_insert_slice %[[ROWS]] into %[[SHARED]][%[[ROW]], 0] [16, 512] [1, 1]
+    """)
+
+
+def test_a_tile_storing_in_a_loop_outside_its_own_rows_stays_sequential() -> None:
+    text = """
+    func.func @spill(%x: tensor<64x32xf32>, %out: tensor<64x32xf32>) -> tensor<64x32xf32> {
+      %c0 = arith.constant 0 : index
+      %c8 = arith.constant 8 : index
+      %c16 = arith.constant 16 : index
+      %c32 = arith.constant 32 : index
+      %c48 = arith.constant 48 : index
+      %r = scf.for %i = %c0 to %c48 step %c16 iter_args(%acc = %out) -> (tensor<64x32xf32>) {
+        %next = arith.addi %i, %c16 : index
+        %s = scf.for %c = %c0 to %c32 step %c8 iter_args(%part = %acc) -> (tensor<64x32xf32>) {
+          %v = tensor.extract_slice %x[%i, %c] [16, 8] [1, 1] : tensor<64x32xf32> to tensor<16x8xf32>
+          %w = tensor.insert_slice %v into %part[%next, %c] [16, 8] [1, 1] : tensor<16x8xf32> into tensor<64x32xf32>
+          scf.yield %w : tensor<64x32xf32>
+        }
+        scf.yield %s : tensor<64x32xf32>
+      }
+      return %r : tensor<64x32xf32>
+    }
+    """
+    count, lowered = _parallelized(text)
+    assert count == 0
+    run_filecheck(lowered, "// CHECK: scf.for\n// CHECK-NOT: scf.forall")
+
+
 def test_tiles_accumulating_into_shared_columns_stay_sequential() -> None:
     # column_stats: every row tile updates the same column slices (atomics).
     count, text = _parallelized(example_module("column_stats"))

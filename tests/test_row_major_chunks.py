@@ -51,14 +51,15 @@ def test_a_loss_over_column_chunks_sums_each_row_of_the_tile_in_turn(tmp_path, m
 
 
 def test_a_norm_stores_each_rows_chunks_into_the_output_in_turn(tmp_path, monkeypatch) -> None:
-    """RMS norm in two chunk loops: the second stores [1, 256] pieces of each row in turn."""
+    """RMS norm in two chunk loops: the second stores [1, 256] pieces of each row in turn into the
+    tile's own rows (parallel tiles store there, inserted into the output after the loop)."""
     args = (torch.randn(64, 1024), torch.randn(1024), 1e-5)
     run_filecheck(_after(tmp_path, monkeypatch, chunk_kernels.rms_norm_chunked, args, [16, 256, 256]), """
         // CHECK-LABEL: func.func @rms_norm_chunked(
         // CHECK: scf.for {{.*}} to %c16{{[_0-9]*}} step %c1{{[_0-9]*}} {{.*}} -> (tensor<16xf32>)
-        // CHECK: scf.for {{.*}} to %c16{{[_0-9]*}} step %c1{{[_0-9]*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<64x1024xf32>)
-        // CHECK: scf.for {{.*}} step %c256 iter_args(%[[CHUNKS:.*]] = %[[OUT]]) -> (tensor<64x1024xf32>)
-        // CHECK: tensor.insert_slice %{{.*}} into %[[CHUNKS]][%{{.*}}, %{{.*}}] [1, 256] [1, 1]
+        // CHECK: scf.for %[[ROW:.*]] = {{.*}} to %c16{{[_0-9]*}} step %c1{{[_0-9]*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<16x1024xf32>)
+        // CHECK: scf.for {{.*}} step %c256 iter_args(%[[CHUNKS:.*]] = %[[OUT]]) -> (tensor<16x1024xf32>)
+        // CHECK: tensor.insert_slice %{{.*}} into %[[CHUNKS]][%{{.*}}, %{{.*}}] [1, 256] [1, 1] : tensor<1x256xf32> into tensor<16x1024xf32>
         // CHECK-LABEL: // LOWERED
     """)
 

@@ -1,6 +1,7 @@
 """The last tile of a size its block does not divide is peeled off its loop on the fast pipeline
-(``runtime/rewrites/tile_size_bounds.py`` and upstream ``scf-for-loop-peeling``): the full tiles
-get static sizes, with no padding copy, and only the last one is padded."""
+(``runtime/rewrites/tile_size_bounds.py``, upstream ``transform.loop.peel``): the full tiles get
+static sizes, with no padding copy, and only the last one is padded; a tile grid stays one
+parallel nest."""
 
 from __future__ import annotations
 
@@ -28,6 +29,21 @@ def test_full_row_tiles_are_static_and_only_the_last_is_padded(tmp_path, monkeyp
         // CHECK: scf.forall.in_parallel
         // CHECK: tensor.extract_slice %arg0[32, 0] [5, 128] [1, 1] : tensor<37x128xf32> to tensor<5x128xf32>
         // CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, 0] [5, 128] [1, 1] : tensor<5x128xf32> into tensor<16x128xf32>
+        // CHECK-LABEL: // LOWERED
+    """)
+
+
+def test_a_ragged_grid_stays_one_parallel_nest_with_its_rows_peeled(tmp_path, monkeypatch) -> None:
+    """37x300 in [16, 128] tiles: the rows' last tile is peeled, the columns' is not (peeled, the
+    grid would no longer be one perfect nest, and would run on one core)."""
+    text = example_module("bias_gelu", (torch.randn(37, 300), torch.randn(300)), block_sizes=[16, 128])
+    run_filecheck(after_step(tmp_path, monkeypatch, text, "bias_gelu", "parallelize-tile-loops"), """
+        // CHECK-LABEL: func.func @bias_gelu(
+        // CHECK: scf.forall (%{{.*}}, %[[COLUMN:.*]]) = (0, 0) to (32, 300) step (16, 128)
+        // CHECK: affine.min #{{.*}}(%[[COLUMN]])
+        // CHECK: tensor.extract_slice %arg0[%{{.*}}, %[[COLUMN]]] [16, %{{.*}}] [1, 1] : tensor<37x300xf32> to tensor<16x?xf32>
+        // CHECK: scf.forall.in_parallel
+        // CHECK: tensor.extract_slice %arg0[32, %{{.*}}] [5, %{{.*}}] [1, 1] : tensor<37x300xf32> to tensor<5x?xf32>
         // CHECK-LABEL: // LOWERED
     """)
 

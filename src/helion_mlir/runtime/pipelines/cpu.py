@@ -28,7 +28,8 @@ back into Python and an early return (:mod:`~helion_mlir.runtime.rewrites.failed
 so a failed check raises instead of aborting the process.
 
 *fast*: on tensors, the last tile of a size its block does not divide is peeled off its loop
-(``scf-for-loop-peeling``), so that the other tiles have static sizes; top-level tile loops
+(``transform.loop.peel``; not the inner loops of a tile grid, which stays one nest), so that
+the other tiles have static sizes; top-level tile loops
 whose tiles write disjoint slices become ``scf.forall``; f32 ``exp``/``exp2`` become polynomials; cheap elementwise ops with
 several consumers are copied into each; elementwise chains are fused;
 ``acc + matmul(...)`` accumulates in place; unit dimensions are folded; a loop over column
@@ -77,7 +78,7 @@ from ..rewrites.row_statistics import fuse_row_statistics
 from ..rewrites.single_element_stores import store_single_elements_in_place
 from ..rewrites.stack_buffers import promote_small_buffers_to_stack
 from ..rewrites.tile_parallel import parallelize_tile_loops
-from ..rewrites.tile_size_bounds import tile_sizes_as_affine_min
+from ..rewrites.tile_size_bounds import peel_partial_tiles
 from ..rewrites.vector_math import lower_vector_math
 from ..rewrites.vectorize_tiles import vectorize_tiles
 from .module_lowering import ModuleLowering
@@ -218,8 +219,8 @@ FAST: tuple[Step, ...] = (
     *passes("func.func(canonicalize)", "func.func(cse)"),
     # The last tile of a size its block does not divide is peeled off the loop: the other
     # tiles get static sizes (no padding copy, no row masks).
-    rewrite(tile_sizes_as_affine_min),
-    *passes("func.func(scf-for-loop-peeling)", "func.func(canonicalize)", "func.func(cse)"),
+    rewrite(peel_partial_tiles),
+    *passes("func.func(canonicalize)", "func.func(cse)"),
     boundary(_parallelize_tile_loops, when=PARALLEL),
     # After the parallel loops, whose proof reads slice stores.
     rewrite(store_single_elements_in_place),

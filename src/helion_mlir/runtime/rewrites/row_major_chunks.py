@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from torch_mlir import ir
 from torch_mlir.dialects import arith, scf, tensor
 
-from .ir_walk import constant_index, indexing_maps, iterator_types, ops_where, slice_offsets_and_sizes
+from .ir_build import remade_slice, slice_parts
+from .ir_walk import constant_index, indexing_maps, iterator_types, ops_where
 from .row_statistics import drop_unit_dimension_round_trips
 from .vectorize_tiles import host_vector_shape
 
@@ -118,12 +119,6 @@ def _inside(loop: ir.Operation, value: ir.Value) -> bool:
     return False
 
 
-def _slice_parts(op: ir.Operation) -> tuple[list, list, list[int]]:
-    """Offsets and sizes (ints or values) and static strides of an extract_slice / insert_slice."""
-    offsets, sizes = slice_offsets_and_sizes(op, 1 if op.name == "tensor.extract_slice" else 2)
-    return offsets, sizes, list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
-
-
 class _Analysis:
     """Which values of a chunk loop carry the tile's rows, with the checks that make the rewrite exact."""
 
@@ -133,7 +128,9 @@ class _Analysis:
         self.body = _body_ops(loop)
         self.rows: list[ir.Value] = []
         self.free: list[ir.Value] = []  # tensors some op reads without the row loop
-        self.offsets: list[ir.Value | int] = []  # the row offsets of the slices of inputs and outputs
+        # The row offsets of the slices of inputs (the tile's) and of the stores into outputs (the
+        # tile's, or 0 in a buffer of the tile's own rows).
+        self.offsets: dict[str, list[ir.Value | int]] = {"tensor.extract_slice": [], "tensor.insert_slice": []}
         self.moved: list[ir.Operation] = []
         self.long_chunks = False  # an input's chunk of a row spans two vector steps or more
         self.valid: list[ir.Value] = []  # run-time row counts of slices (a ragged last tile's)
@@ -157,7 +154,7 @@ class _Analysis:
         size = self._row_size()
         destinations = self._destinations()
         self._check_slices(destinations)
-        if len(self.offsets) != 1:
+        if len(self.offsets["tensor.extract_slice"]) != 1 or len(self.offsets["tensor.insert_slice"]) > 1:
             raise _Refused("per-row tiles at different row offsets (or none)")
         if not self.long_chunks:
             raise _Refused("chunks of a row shorter than two vector steps")
@@ -256,7 +253,7 @@ class _Analysis:
                 raise _Refused(f"{op.name} reads a per-row value")
 
     def _check_slice(self, op: ir.Operation, whole: ir.Value, part: ir.Value, *, moved: bool) -> None:
-        offsets, sizes, strides = _slice_parts(op)
+        offsets, sizes, strides = slice_parts(op)
         if whole.type.rank != part.type.rank or strides[0] != 1:
             raise _Refused("a slice reduces or strides the rows")
         if isinstance(sizes[0], ir.Value):
@@ -274,8 +271,9 @@ class _Analysis:
             raise _Refused("a per-row tile sliced from a value of the loop")
         if isinstance(offsets[0], ir.Value) and _inside(self.loop, offsets[0]):
             raise _Refused("the row offset changes from chunk to chunk")
-        if not any(offsets[0] == known for known in self.offsets):
-            self.offsets.append(offsets[0])
+        known = self.offsets[op.name]
+        if not any(offsets[0] == offset for offset in known):
+            known.append(offsets[0])
         self.moved.append(op)
         chunk = part.type.shape[1:]
         if op.name == "tensor.extract_slice" and (_DYNAMIC in chunk or math.prod(chunk) >= 2 * host_vector_shape().elements):
@@ -316,7 +314,7 @@ def _resliced(op: ir.Operation, row: ir.Value, moved: bool) -> None:
     ``moved`` (a slice of an input, a store into an output), else at the same offset. A slice of
     the first S rows (a ragged tile's) takes row ``min(row, S)``, ``min(1, S - min(row, S))`` rows:
     none past the S that hold data."""
-    offsets, sizes, strides = _slice_parts(op)
+    offsets, sizes, _ = slice_parts(op)
     with ir.InsertionPoint(op), op.location:
         index = ir.IndexType.get()
         step = row
@@ -328,18 +326,7 @@ def _resliced(op: ir.Operation, row: ir.Value, moved: bool) -> None:
         if moved:
             start = offsets[0] if isinstance(offsets[0], ir.Value) else arith.constant(index, offsets[0])
             offsets[0] = arith.addi(start, step)
-        dynamic_offsets = [o for o in offsets if isinstance(o, ir.Value)]
-        dynamic_sizes = [s for s in sizes if isinstance(s, ir.Value)]
-        static_offsets = [_DYNAMIC if isinstance(o, ir.Value) else o for o in offsets]
-        static_sizes = [_DYNAMIC if isinstance(s, ir.Value) else s for s in sizes]
-        if op.name == "tensor.extract_slice":
-            made = tensor.extract_slice(op.results[0].type, op.operands[0], dynamic_offsets, dynamic_sizes, [],
-                                        static_offsets, static_sizes, strides)
-        else:
-            made = tensor.insert_slice(op.operands[0], op.operands[1], dynamic_offsets, dynamic_sizes, [],
-                                       static_offsets, static_sizes, strides)
-    op.results[0].replace_all_uses_with(made)
-    op.erase()
+    remade_slice(op, offsets, sizes)
 
 
 def _offset_row_index(index_op: ir.Operation, row: ir.Value) -> None:

@@ -14,9 +14,16 @@ provably writes and reads only its own slice:
 * that store, and every ``tensor.extract_slice`` of the carried tensor in the body (a
   kernel reading back what it stores, as atomics and in-place updates do), has in some
   dimension the offset ``iv`` with a size of at most the loop's step (``hl.tile``; a
-  ragged edge clips the size with ``min(step, ...)``), or the offset ``iv floordiv step``
+  ragged edge clips the size with ``min(step, ...)``, ``arith`` or ``affine``), or the offset ``iv floordiv step``
   with size 1 (``tile.id``);
 * the carried tensor has no other use than those and ``tensor.dim``.
+
+A tile that stores inside a loop of its own (``out[tile_r, tile_c] = ...`` in a loop over
+column chunks, as an online softmax's second pass does) carries the tensor through that loop;
+when every slice the loop takes of it starts at the nest's induction variables (one dimension
+each, one size), the loop stores into the tile's own slice instead, inserted once after it,
+which is the store the proof reads (2-thread online softmax 4096x1024 in [16, 256] chunks:
+3.6 -> 2.1 ms; it ran on one core).
 
 Slices that differ in some dimension are disjoint, so tiles neither overwrite nor read
 each other's results, and the order of the tiles does not matter. A kernel that
@@ -41,16 +48,19 @@ from __future__ import annotations
 import math
 
 from torch_mlir import ir
-from torch_mlir.dialects import scf
+from torch_mlir.dialects import arith, scf, tensor
 
 from .destination_style import FOR_FIRST_INIT
+from .ir_build import remade_slice, slice_parts
 from .ir_walk import constant_index, defining_op, slice_offsets_and_sizes
 
-__all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops"]
+__all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops", "perfect_nest"]
 
 #: Estimated scalar operations (see :func:`estimate_work`) below which a nest with static
 #: trip counts stays sequential: about 50 us of vectorized code.
 MIN_PARALLEL_WORK = 1 << 20
+
+_DYNAMIC = ir.ShapedType.get_dynamic_size()
 
 # Ops allowed in an outer loop body besides the inner loop: index arithmetic.
 _PURE_PREFIXES = ("arith.", "index.", "affine.apply", "affine.min", "affine.max")
@@ -66,6 +76,10 @@ def _at_most(size: ir.Value | int, bound: int) -> bool:
     owner = defining_op(size)
     if owner is not None and owner.name in ("arith.minsi", "arith.minui"):
         return any(_at_most(operand, bound) for operand in owner.operands)
+    if owner is not None and owner.name == "affine.min":  # a tile size raised for peeling (tile_size_bounds)
+        results = ir.AffineMapAttr(owner.attributes["map"]).value.results
+        return any(isinstance(e := result.maybe_downcast(), ir.AffineConstantExpr) and e.value <= bound
+                   for result in results)
     return False
 
 
@@ -98,7 +112,7 @@ def _defined_in(value: ir.Value, op: ir.Operation) -> bool:
     return False
 
 
-def _perfect_nest(loop: ir.Operation) -> list[ir.Operation]:
+def perfect_nest(loop: ir.Operation) -> list[ir.Operation]:
     """``loop`` and the loops perfectly nested in it that carry the same tensors."""
     nest = [loop]
     while True:
@@ -174,6 +188,85 @@ def _writes_disjoint_tiles(nest: list[ir.Operation]) -> list[ir.Operation] | Non
     return stores
 
 
+def _separating_dimension(ops: list[ir.Operation], rank: int, iv: ir.Value,
+                          step: int) -> tuple[int, ir.Value | int] | None:
+    """The dimension in which every slice op of ``ops`` (of a tensor of ``rank``) starts at ``iv``
+    with one size of at most ``step``, and that size."""
+    parts = [slice_parts(op) for op in ops]
+    for dimension in range(rank):
+        sizes = [sizes[dimension] for _, sizes, _ in parts]
+        if (all(offsets[dimension] == iv for offsets, _, _ in parts) and _at_most(sizes[0], step)
+                and all(size == sizes[0] for size in sizes)):
+            return dimension, sizes[0]
+    return None
+
+
+def _localize_inner_stores(nest: list[ir.Operation]) -> None:
+    """A carried tensor stored into by a loop inside the tile (``out[tile_r, tile_c] = ...`` in a
+    loop over column chunks) is stored into a slice of the tile's own rows, inserted once after
+    that loop: the store the disjointness proof reads. Only when every slice the inner loop takes
+    of it starts at the nest's induction variables, in one dimension each, with one size."""
+    steps = [constant_index(loop.operands[2]) for loop in nest]
+    if any(step is None or step <= 0 for step in steps):
+        return
+    ivs = [loop.regions[0].blocks[0].arguments[0] for loop in nest]
+    body = nest[-1].regions[0].blocks[0]
+    for carried, value in zip(list(body.arguments)[1:], list(list(body.operations)[-1].operands)):
+        inner = defining_op(value)
+        if inner is None or inner.name != "scf.for" or len(list(value.uses)) != 1:
+            continue
+        index = list(inner.results).index(value)
+        if inner.operands[FOR_FIRST_INIT + index] != carried or any(
+                use.owner != inner and use.owner.name != "tensor.dim" for use in carried.uses):
+            continue
+        inner_body = inner.regions[0].blocks[0]
+        argument = inner_body.arguments[1 + index]
+        users = [use.owner for use in argument.uses]
+        stores = [op for op in users if op.name == "tensor.insert_slice" and op.operands[1] == argument]
+        if (len(stores) != 1 or list(inner_body.operations)[-1].operands[index] != stores[0].results[0]
+                or len(list(stores[0].results[0].uses)) != 1
+                or any(op.name != "tensor.extract_slice" for op in users if op not in stores)):
+            continue
+        rank = ir.RankedTensorType(carried.type).rank
+        dimensions = [_separating_dimension(users, rank, iv, step) for iv, step in zip(ivs, steps)]
+        if None in dimensions or any(isinstance(size, ir.Value) and _defined_in(size, inner)
+                                     for _, size in dimensions):  # type: ignore[misc]
+            continue
+        _store_through_tile(inner, index, carried, dict(dimensions), users)  # type: ignore[arg-type]
+
+
+def _store_through_tile(inner: ir.Operation, index: int, carried: ir.Value, tile: dict[int, ir.Value | int],
+                        users: list[ir.Operation]) -> None:
+    """``inner``'s ``index``-th carried tensor becomes the slice ``tile`` (dimension -> size, at the
+    offsets the slices in ``users`` share) of ``carried``, inserted back after ``inner``."""
+    type_ = ir.RankedTensorType(carried.type)
+    offsets_of_users = slice_parts(users[0])[0]
+    with ir.InsertionPoint(inner), inner.location:
+        offsets = [offsets_of_users[d] if d in tile else 0 for d in range(type_.rank)]
+        sizes = [tile[d] if d in tile else (type_.shape[d] if not type_.is_dynamic_dim(d)
+                                             else tensor.dim(carried, arith.constant(ir.IndexType.get(), d)))
+                 for d in range(type_.rank)]
+        tile_type = ir.RankedTensorType.get([s if isinstance(s, int) else _DYNAMIC for s in sizes], type_.element_type)
+        own = tensor.extract_slice(tile_type, carried, [o for o in offsets if isinstance(o, ir.Value)],
+                                   [s for s in sizes if isinstance(s, ir.Value)], [],
+                                   [_DYNAMIC if isinstance(o, ir.Value) else o for o in offsets],
+                                   [_DYNAMIC if isinstance(s, ir.Value) else s for s in sizes], [1] * type_.rank)
+    inner.operands[FOR_FIRST_INIT + index] = own
+    inner.regions[0].blocks[0].arguments[1 + index].set_type(tile_type)
+    result = inner.results[index]
+    result.set_type(tile_type)
+    for op in users:
+        inner_offsets, inner_sizes, _ = slice_parts(op)
+        remade_slice(op, [0 if d in tile else o for d, o in enumerate(inner_offsets)], inner_sizes)
+    yield_ = next(use.owner for use in result.uses)
+    with ir.InsertionPoint(yield_), inner.location:
+        stored = tensor.insert_slice(result, carried, [o for o in offsets if isinstance(o, ir.Value)],
+                                     [s for s in sizes if isinstance(s, ir.Value)], [],
+                                     [_DYNAMIC if isinstance(o, ir.Value) else o for o in offsets],
+                                     [_DYNAMIC if isinstance(s, ir.Value) else s for s in sizes], [1] * type_.rank)
+    yield_.operands[list(yield_.operands).index(result)] = stored
+
+
 def _to_forall(nest: list[ir.Operation], stores: list[ir.Operation]) -> None:
     outer, inner = nest[0], nest[-1]
     def bounds(position: int) -> list[ir.Value | int]:
@@ -219,7 +312,8 @@ def parallelize_tile_loops(func: ir.OpView, *, min_work: int | None = None) -> i
     for op in list(func.regions[0].blocks[0].operations):
         if op.operation.name != "scf.for":
             continue
-        nest = _perfect_nest(op.operation)
+        nest = perfect_nest(op.operation)
+        _localize_inner_stores(nest)
         stores = _writes_disjoint_tiles(nest)
         if stores is None:
             continue

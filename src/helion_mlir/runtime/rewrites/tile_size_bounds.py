@@ -1,4 +1,4 @@
-"""A tile's size ``min(ub - iv, step)`` as ``affine.min``, so that upstream loop peeling can fold it.
+"""The last tile of a size its block does not divide, peeled off its loop (fast pipeline).
 
 A Helion tile loop over a size its block does not divide (4100 rows in tiles of 16) computes
 each tile's size as ``arith.minsi(ub - iv, step)``, and every tile, not only the last, is
@@ -10,6 +10,13 @@ padding copy); measured after peeling: 2.4 ms. It only folds ``affine.min``/``af
 of the loop's induction variable, and the emitted IR uses ``arith.minsi`` (the output types'
 common arithmetic), hence :func:`tile_sizes_as_affine_min` first. No upstream pass raises
 ``arith`` min/max to the affine dialect.
+
+:func:`peel_partial_tiles` peels with the same upstream code (``transform.loop.peel``), but
+not every loop as the pass would: the inner loops of a tile grid (``for tile_r, tile_c in
+hl.tile(...)``) stay whole, so that the grid is still one perfect nest that becomes one
+parallel loop (peeled, a ragged 4100x2000 GELU in [16, 256] tiles ran on one core: 7.9 ms
+on 2 threads against 5.8 unpeeled). The grid's outer loop and every loop inside a tile (a
+loop over column chunks) are peeled.
 """
 
 from __future__ import annotations
@@ -17,9 +24,13 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import affine
 
-from .ir_walk import defining_op, ops_where
+from .ir_walk import constant_index, defining_op, ops_where
+from .tile_parallel import perfect_nest
+from .transform_scripts import match_attribute, run_transform_script
 
-__all__ = ["tile_sizes_as_affine_min"]
+__all__ = ["peel_partial_tiles", "tile_sizes_as_affine_min"]
+
+_PEEL = "helion_mlir.peel"
 
 
 def _loop_bound_and_step(iv: ir.Value) -> tuple[ir.Value, ir.Value] | None:
@@ -59,3 +70,48 @@ def tile_sizes_as_affine_min(module: ir.Module) -> int:
         op.results[0].replace_all_uses_with(smaller)
         op.erase()
     return len(found)
+
+
+def _clips_its_last_tile(loop: ir.Operation) -> bool:
+    """Whether ``loop`` computes a tile size with ``affine.min`` of its induction variable and its
+    trip is not statically a whole number of steps."""
+    iv = loop.regions[0].blocks[0].arguments[0]
+    if not any(use.owner.name == "affine.min" for use in iv.uses):
+        return False
+    lower, upper, step = (constant_index(v) for v in list(loop.operands)[:3])
+    return None in (lower, upper, step) or (upper - lower) % step != 0 and upper - lower > step
+
+
+def _loops_to_peel(module: ir.Module) -> list[ir.Operation]:
+    """The outer loop of each top-level tile grid and every loop inside its tiles, where a tile is clipped."""
+    found = []
+    for function in ops_where(module, lambda op: op.name == "func.func"):
+        for op in function.regions[0].blocks[0].operations:
+            if op.operation.name != "scf.for":
+                continue
+            nest = perfect_nest(op.operation)
+            found.append(nest[0])
+            found += ops_where(nest[-1], lambda inner: inner.name == "scf.for" and inner != nest[-1])
+    return [loop for loop in found if _clips_its_last_tile(loop)]
+
+
+def peel_partial_tiles(module: ir.Module) -> int:
+    """Tile sizes as ``affine.min``, then the loops of :func:`_loops_to_peel` peeled by
+    ``transform.loop.peel``; returns how many loops were peeled."""
+    tile_sizes_as_affine_min(module)
+    loops = _loops_to_peel(module)
+    if not loops:
+        return 0
+    unit = ir.UnitAttr.get(module.context)
+    for loop in loops:
+        loop.attributes[_PEEL] = unit
+    run_transform_script(module, f"""
+    %loops = {match_attribute(_PEEL)}
+    transform.foreach %loops : !transform.any_op {{
+    ^bb0(%loop: !transform.any_op):
+      %for = transform.cast %loop : !transform.any_op to !transform.op<"scf.for">
+      %main, %last = transform.loop.peel %for : (!transform.op<"scf.for">) -> (!transform.any_op, !transform.any_op)
+    }}""")
+    for loop in ops_where(module, lambda op: _PEEL in op.attributes):
+        del loop.attributes[_PEEL]
+    return len(loops)
