@@ -11,7 +11,7 @@ from fast_pipeline_util import after_step, example_module
 from filecheck_util import run_filecheck
 
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.rewrites.tile_size_bounds import tile_sizes_as_affine_min
+from helion_mlir.runtime.rewrites.tile_size_bounds import peel_partial_tiles, tile_sizes_as_affine_min
 from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")
@@ -78,3 +78,33 @@ def test_only_a_tile_size_of_its_own_loop_becomes_affine_min(operands, raised) -
                 // CHECK: affine.min #{{.*}}(%[[I]])[%[[N]], %[[STEP]]]
                 // CHECK-NOT: arith.minsi
             """)
+
+
+def test_loops_with_nothing_to_peel_or_an_unknown_step_keep_the_module_valid() -> None:
+    """A step of 1 (every trip whole) is not given to the peeling (upstream refuses such a loop,
+    which failed the compilation); a step known only at run time is, and whether upstream peels
+    it or not, the module stays valid (a refusal leaves the loop as it was)."""
+    text = """
+    func.func @f(%n: index) -> index {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %total = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %c0) -> (index) {
+        %left = arith.subi %n, %i : index
+        %size = arith.minsi %left, %c1 : index
+        %next = arith.addi %acc, %size : index
+        scf.yield %next : index
+      }
+      %again = scf.for %i = %c0 to %n step %n iter_args(%acc = %total) -> (index) {
+        %left = arith.subi %n, %i : index
+        %size = arith.minsi %left, %n : index
+        %next = arith.addi %acc, %size : index
+        scf.yield %next : index
+      }
+      return %again : index
+    }
+    """
+    with mlir_session():
+        module = parse_module(text, what="test module")
+        assert peel_partial_tiles(module) == 1  # the second loop: a run-time step, given to the peeling
+        assert module.operation.verify()
+        assert str(module).count("scf.for") >= 2
