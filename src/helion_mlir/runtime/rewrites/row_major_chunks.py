@@ -190,7 +190,8 @@ class _Analysis:
             for op in self.body:
                 if op.name == "linalg.fill" and self.is_row(op.results[0]):
                     changed |= self.row(op.operands[1])
-                elif op.name == "tensor.extract_slice" and self.is_row(op.results[0]) and _inside(self.loop, op.operands[0]):
+                elif (op.name == "tensor.extract_slice" and self.is_row(op.results[0])
+                      and _inside(self.loop, op.operands[0])):
                     changed |= self.row(op.operands[0])
                 elif op.name == "tensor.insert_slice" and _inside(self.loop, op.operands[1]) and any(
                         self.is_row(v) for v in (op.operands[1], op.results[0])):
@@ -276,7 +277,8 @@ class _Analysis:
             known.append(offsets[0])
         self.moved.append(op)
         chunk = part.type.shape[1:]
-        if op.name == "tensor.extract_slice" and (_DYNAMIC in chunk or math.prod(chunk) >= 2 * host_vector_shape().elements):
+        long_enough = _DYNAMIC in chunk or math.prod(chunk) >= 2 * host_vector_shape().elements
+        if op.name == "tensor.extract_slice" and long_enough:
             self.long_chunks = True
 
 

@@ -14,8 +14,8 @@ provably writes and reads only its own slice:
 * that store, and every ``tensor.extract_slice`` of the carried tensor in the body (a
   kernel reading back what it stores, as atomics and in-place updates do), has in some
   dimension the offset ``iv`` with a size of at most the loop's step (``hl.tile``; a
-  ragged edge clips the size with ``min(step, ...)``, ``arith`` or ``affine``), or the offset ``iv floordiv step``
-  with size 1 (``tile.id``);
+  ragged edge clips the size with ``min(step, ...)``, ``arith`` or ``affine``), or the
+  offset ``iv floordiv step`` with size 1 (``tile.id``);
 * the carried tensor has no other use than those and ``tensor.dim``.
 
 A tile that stores inside a loop of its own (``out[tile_r, tile_c] = ...`` in a loop over
