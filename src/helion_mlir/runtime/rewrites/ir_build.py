@@ -7,7 +7,7 @@ from torch_mlir.dialects import func, tensor, vector
 
 from .ir_walk import slice_offsets_and_sizes
 
-__all__ = ["declare_pure_function", "flattened", "remade_slice", "slice_parts"]
+__all__ = ["declare_pure_function", "extract_slice", "flattened", "insert_slice", "remade_slice", "slice_parts"]
 
 _DYNAMIC = ir.ShapedType.get_dynamic_size()
 
@@ -34,23 +34,38 @@ def slice_parts(op: ir.Operation) -> tuple[list, list, list[int]]:
     return offsets, sizes, list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
 
 
-def remade_slice(op: ir.Operation, offsets: list, sizes: list, *, result_type: ir.Type | None = None,
-                 destination: ir.Value | None = None) -> ir.Value:
+def _split(mixed: list) -> tuple[list[ir.Value], list[int]]:
+    """Mixed ints and index values -> the values, and the static list with the dynamic marker."""
+    return ([m for m in mixed if isinstance(m, ir.Value)],
+            [_DYNAMIC if isinstance(m, ir.Value) else m for m in mixed])
+
+
+def extract_slice(result_type: ir.Type, source: ir.Value, offsets: list, sizes: list,
+                  strides: list[int] | None = None) -> ir.Value:
+    """``tensor.extract_slice`` with offsets and sizes given as ints or index values (unit strides by default)."""
+    (dynamic_offsets, static_offsets), (dynamic_sizes, static_sizes) = _split(offsets), _split(sizes)
+    return tensor.extract_slice(result_type, source, dynamic_offsets, dynamic_sizes, [], static_offsets,
+                                static_sizes, strides or [1] * len(offsets))
+
+
+def insert_slice(source: ir.Value, destination: ir.Value, offsets: list, sizes: list,
+                 strides: list[int] | None = None) -> ir.Value:
+    """``tensor.insert_slice`` with offsets and sizes given as ints or index values (unit strides by default)."""
+    (dynamic_offsets, static_offsets), (dynamic_sizes, static_sizes) = _split(offsets), _split(sizes)
+    return tensor.insert_slice(source, destination, dynamic_offsets, dynamic_sizes, [], static_offsets,
+                               static_sizes, strides or [1] * len(offsets))
+
+
+def remade_slice(op: ir.Operation, offsets: list, sizes: list) -> ir.Value:
     """``op`` (an ``extract_slice`` or ``insert_slice``, strides kept) made again before itself
-    with ``offsets`` and ``sizes`` (ints or index values), a new ``result_type`` (extract) or
-    ``destination`` (insert) if given; ``op``'s uses move to it and ``op`` is erased."""
+    with ``offsets`` and ``sizes`` (ints or index values); ``op``'s uses move to it and ``op`` is
+    erased."""
     strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
-    dynamic_offsets = [o for o in offsets if isinstance(o, ir.Value)]
-    dynamic_sizes = [s for s in sizes if isinstance(s, ir.Value)]
-    static_offsets = [_DYNAMIC if isinstance(o, ir.Value) else o for o in offsets]
-    static_sizes = [_DYNAMIC if isinstance(s, ir.Value) else s for s in sizes]
     with ir.InsertionPoint(op), op.location:
         if op.name == "tensor.extract_slice":
-            made = tensor.extract_slice(result_type or op.results[0].type, op.operands[0], dynamic_offsets,
-                                        dynamic_sizes, [], static_offsets, static_sizes, strides)
+            made = extract_slice(op.results[0].type, op.operands[0], offsets, sizes, strides)
         else:
-            made = tensor.insert_slice(op.operands[0], destination or op.operands[1], dynamic_offsets, dynamic_sizes,
-                                       [], static_offsets, static_sizes, strides)
+            made = insert_slice(op.operands[0], op.operands[1], offsets, sizes, strides)
     op.results[0].replace_all_uses_with(made)
     op.erase()
     return made

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from torch_mlir import ir
 
 __all__ = [
-    "constant_index", "defining_op", "indexing_maps", "is_plain_contraction", "iterator_types", "ops_where",
+    "constant_index", "defined_in", "defining_op", "indexing_maps", "is_plain_contraction", "iterator_types", "ops_where",
     "slice_offsets_and_sizes",
 ]
 
@@ -33,6 +33,17 @@ def defining_op(value: ir.Value) -> ir.Operation | None:
     """The op that defines ``value``; None for a block argument."""
     owner = value.owner
     return None if isinstance(owner, ir.Block) else owner.operation
+
+
+def defined_in(value: ir.Value, op: ir.Operation) -> bool:
+    """Whether ``value`` is a result of ``op``, or defined in its regions (at any depth)."""
+    owner = value.owner
+    node = owner.owner.operation if isinstance(owner, ir.Block) else owner.operation
+    while node.name != "builtin.module":
+        if node == op:
+            return True
+        node = node.parent
+    return False
 
 
 def constant_index(value: ir.Value) -> int | None:

@@ -41,9 +41,11 @@ from dataclasses import dataclass
 from torch_mlir import ir
 from torch_mlir.dialects import arith, scf, tensor
 
-from .ir_build import remade_slice, slice_parts
-from .ir_walk import constant_index, indexing_maps, iterator_types, ops_where
+from .destination_style import FOR_FIRST_INIT
+from .ir_build import extract_slice, insert_slice, remade_slice, slice_parts
+from .ir_walk import defined_in, indexing_maps, iterator_types, ops_where
 from .row_statistics import drop_unit_dimension_round_trips
+from .tile_parallel import trip_count
 from .vectorize_tiles import host_vector_shape
 
 __all__ = ["process_rows_before_column_chunks"]
@@ -66,7 +68,6 @@ class _Plan:
     outside: list[ir.Value]  # such values defined before the loop: read through their row
     destinations: list[int]  # iter_args that are output tensors stored into at the tile's rows
     moved: list[ir.Operation]  # slices of inputs and stores into outputs: at row offset + the row
-    valid: ir.Value | None  # the rows of a ragged last tile that hold data (the others are padding)
 
 
 def _index_of(values: list[ir.Value], value: ir.Value) -> int | None:
@@ -106,17 +107,6 @@ def _row_operand(map_: ir.AffineMap) -> bool:
     if users != [0] or str(map_.results[0]) != "d0":
         raise _Refused("a map uses the row loop other than as an operand's first dimension")
     return True
-
-
-def _inside(loop: ir.Operation, value: ir.Value) -> bool:
-    """Whether ``value`` is defined in ``loop``'s body (at any depth) or is one of its results."""
-    owner = value.owner
-    op = owner.owner.operation if isinstance(owner, ir.Block) else owner.operation
-    while op.name != "builtin.module":
-        if op == loop:
-            return True
-        op = op.parent
-    return False
 
 
 class _Analysis:
@@ -160,11 +150,11 @@ class _Analysis:
             raise _Refused("chunks of a row shorter than two vector steps")
         if len(self.valid) > 1:
             raise _Refused("slices of different run-time row counts")
-        inside = [v for v in self.rows if _inside(self.loop, v)]
-        outside = [v for v in self.rows if not _inside(self.loop, v)]
+        inside = [v for v in self.rows if defined_in(v, self.loop)]
+        outside = [v for v in self.rows if not defined_in(v, self.loop)]
         if any(ir.RankedTensorType(v.type).is_dynamic_dim(0) for v in outside):
             raise _Refused("a value from before the loop with a run-time row count")
-        return _Plan(size, inside, outside, destinations, self.moved, self.valid[0] if self.valid else None)
+        return _Plan(size, inside, outside, destinations, self.moved)
 
     def _mark_generic_operands(self, op: ir.Operation) -> None:
         allowed = ("linalg.generic", "linalg.fill", "tensor.empty", "tensor.extract_slice", "tensor.insert_slice",
@@ -191,9 +181,9 @@ class _Analysis:
                 if op.name == "linalg.fill" and self.is_row(op.results[0]):
                     changed |= self.row(op.operands[1])
                 elif (op.name == "tensor.extract_slice" and self.is_row(op.results[0])
-                      and _inside(self.loop, op.operands[0])):
+                      and defined_in(op.operands[0], self.loop)):
                     changed |= self.row(op.operands[0])
-                elif op.name == "tensor.insert_slice" and _inside(self.loop, op.operands[1]) and any(
+                elif op.name == "tensor.insert_slice" and defined_in(op.operands[1], self.loop) and any(
                         self.is_row(v) for v in (op.operands[1], op.results[0])):
                     changed |= any([self.row(op.operands[0]), self.row(op.operands[1]), self.row(op.results[0])])
                 elif op.name == "scf.if":
@@ -202,7 +192,7 @@ class _Analysis:
                         if any(self.is_row(v) for v in linked):
                             changed |= any([self.row(v) for v in linked])
             for i, argument in enumerate(list(self.block.arguments)[1:]):
-                linked = (argument, loop_yield.operands[i], self.loop.results[i], self.loop.operands[3 + i])
+                linked = (argument, loop_yield.operands[i], self.loop.results[i], self.loop.operands[FOR_FIRST_INIT + i])
                 if any(self.is_row(v) for v in linked):
                     changed |= any([self.row(v) for v in linked])
 
@@ -258,7 +248,7 @@ class _Analysis:
         if whole.type.rank != part.type.rank or strides[0] != 1:
             raise _Refused("a slice reduces or strides the rows")
         if isinstance(sizes[0], ir.Value):
-            if _inside(self.loop, sizes[0]):
+            if defined_in(sizes[0], self.loop):
                 raise _Refused("a row count that changes from chunk to chunk")
             if _index_of(self.valid, sizes[0]) is None:
                 self.valid.append(sizes[0])
@@ -268,9 +258,9 @@ class _Analysis:
             if offsets[0] != 0:
                 raise _Refused("a slice of a per-row value starts past its first row")
             return
-        if op.name == "tensor.extract_slice" and _inside(self.loop, whole):
+        if op.name == "tensor.extract_slice" and defined_in(whole, self.loop):
             raise _Refused("a per-row tile sliced from a value of the loop")
-        if isinstance(offsets[0], ir.Value) and _inside(self.loop, offsets[0]):
+        if isinstance(offsets[0], ir.Value) and defined_in(offsets[0], self.loop):
             raise _Refused("the row offset changes from chunk to chunk")
         known = self.offsets[op.name]
         if not any(offsets[0] == offset for offset in known):
@@ -288,27 +278,23 @@ def _with_one_row(type_: ir.RankedTensorType) -> ir.RankedTensorType:
     return ir.RankedTensorType.get([first, *type_.shape[1:]], type_.element_type, type_.encoding)
 
 
-def _sizes_of_one_row(value: ir.Value) -> tuple[list[ir.Value], list[int]]:
-    """Dynamic and static sizes of one row of ``value`` (its other dimensions whole)."""
+def _one_row_sizes(value: ir.Value) -> list:
+    """Sizes of one row of ``value`` (its other dimensions whole; ``tensor.dim`` where not static)."""
     type_ = ir.RankedTensorType(value.type)
-    index = ir.IndexType.get()
-    dynamic = [tensor.dim(value, arith.constant(index, i)) for i in range(1, type_.rank) if type_.is_dynamic_dim(i)]
-    return dynamic, [1, *type_.shape[1:]]
+    return [1] + [tensor.dim(value, arith.constant(ir.IndexType.get(), i)) if type_.is_dynamic_dim(i) else type_.shape[i]
+                  for i in range(1, type_.rank)]
 
 
 def _row_of(value: ir.Value, row: ir.Value) -> ir.Value:
     """``value[row:row + 1]`` along its first dimension, keeping the rank."""
-    type_ = ir.RankedTensorType(value.type)
-    dynamic, static = _sizes_of_one_row(value)
-    return tensor.extract_slice(_with_one_row(type_), value, [row], dynamic, [],
-                                [_DYNAMIC] + [0] * (type_.rank - 1), static, [1] * type_.rank)
+    rank = ir.RankedTensorType(value.type).rank
+    return extract_slice(_with_one_row(value.type), value, [row] + [0] * (rank - 1), _one_row_sizes(value))
 
 
 def _into_row(part: ir.Value, whole: ir.Value, row: ir.Value) -> ir.Value:
     """``whole`` with ``part`` (one row) inserted at ``row``."""
     rank = ir.RankedTensorType(whole.type).rank
-    dynamic, static = _sizes_of_one_row(whole)
-    return tensor.insert_slice(part, whole, [row], dynamic, [], [_DYNAMIC] + [0] * (rank - 1), static, [1] * rank)
+    return insert_slice(part, whole, [row] + [0] * (rank - 1), _one_row_sizes(whole))
 
 
 def _resliced(op: ir.Operation, row: ir.Value, moved: bool) -> None:
@@ -333,12 +319,9 @@ def _resliced(op: ir.Operation, row: ir.Value, moved: bool) -> None:
 
 def _offset_row_index(index_op: ir.Operation, row: ir.Value) -> None:
     """``linalg.index 0`` of a one-row op is the tile's row ``row`` (a mask of a ragged tile's rows)."""
-    with ir.InsertionPoint(index_op), index_op.location:
-        shifted = arith.addi(row, row)
-    add = shifted.owner.operation
-    add.move_after(index_op)
-    add.operands[0] = index_op.results[0]  # index + row, now that it comes after the index
-    index_op.results[0].replace_all_uses_except(shifted, add)
+    with ir.InsertionPoint.after(index_op), index_op.location:
+        shifted = arith.addi(index_op.results[0], row)
+    index_op.results[0].replace_all_uses_except(shifted, shifted.owner.operation)
 
 
 def _all_ops(op: ir.Operation) -> list[ir.Operation]:
@@ -364,7 +347,7 @@ def _rewrite(loop: ir.Operation, plan: _Plan) -> None:
     with ir.InsertionPoint(loop), loop.location:
         index = ir.IndexType.get()
         per_row = scf.ForOp(arith.constant(index, 0), arith.constant(index, plan.rows), arith.constant(index, 1),
-                            list(loop.operands)[3:])
+                            list(loop.operands)[FOR_FIRST_INIT:])
     with ir.InsertionPoint(per_row.body), loop.location:
         row, whole = per_row.induction_variable, list(per_row.inner_iter_args)
         chunks = loop.clone()
@@ -386,7 +369,7 @@ def _rewrite(loop: ir.Operation, plan: _Plan) -> None:
                 if _index_of(plan.outside, operand) is not None:
                     cloned.operands[j] = row_slice(operand)
         for i, value in enumerate(whole):
-            chunks.operands[3 + i] = value if i in plan.destinations else row_slice(value)
+            chunks.operands[FOR_FIRST_INIT + i] = value if i in plan.destinations else row_slice(value)
         _retype_rows(pairs, plan)
         for original, cloned in pairs:
             if original.name in ("tensor.extract_slice", "tensor.insert_slice") and (
@@ -402,12 +385,10 @@ def _rewrite(loop: ir.Operation, plan: _Plan) -> None:
 
 
 def _chunk_loops(module: ir.Module) -> list[ir.Operation]:
-    """``scf.for`` loops with carried values and more than one iteration."""
+    """``scf.for`` loops with carried values and more than one iteration (or a count known only at run time)."""
     def wanted(op: ir.Operation) -> bool:
-        if op.name != "scf.for" or len(op.operands) <= 3:
-            return False
-        lower, upper, step = (constant_index(v) for v in list(op.operands)[:3])
-        return None in (lower, upper, step) or upper - lower > step
+        trips = trip_count(op) if op.name == "scf.for" and len(op.operands) > FOR_FIRST_INIT else 0
+        return trips is None or trips > 1
     return ops_where(module, wanted)
 
 

@@ -51,10 +51,10 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, scf, tensor
 
 from .destination_style import FOR_FIRST_INIT
-from .ir_build import remade_slice, slice_parts
-from .ir_walk import constant_index, defining_op, slice_offsets_and_sizes
+from .ir_build import extract_slice, insert_slice, remade_slice, slice_parts
+from .ir_walk import constant_index, defined_in, defining_op, slice_offsets_and_sizes
 
-__all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops", "perfect_nest"]
+__all__ = ["MIN_PARALLEL_WORK", "estimate_work", "parallelize_tile_loops", "perfect_nest", "trip_count"]
 
 #: Estimated scalar operations (see :func:`estimate_work`) below which a nest with static
 #: trip counts stays sequential: about 50 us of vectorized code.
@@ -102,16 +102,6 @@ def _separates(offsets: list, sizes: list, iv: ir.Value, step: int) -> bool:
     return False
 
 
-def _defined_in(value: ir.Value, op: ir.Operation) -> bool:
-    node = value.owner.owner if isinstance(value.owner, ir.Block) else value.owner.operation
-    while node is not None and node.name != "builtin.module":
-        if node == op:
-            return True
-        parent = node.parent
-        node = parent.operation if parent is not None else None
-    return False
-
-
 def perfect_nest(loop: ir.Operation) -> list[ir.Operation]:
     """``loop`` and the loops perfectly nested in it that carry the same tensors."""
     nest = [loop]
@@ -127,12 +117,13 @@ def perfect_nest(loop: ir.Operation) -> list[ir.Operation]:
         carried = list(body.arguments)[1:]
         if list(loop_.operands)[FOR_FIRST_INIT:] != carried or list(ops[-1].operands) != list(loop_.results):
             return nest
-        if any(_defined_in(bound, outer) for bound in list(loop_.operands)[:FOR_FIRST_INIT]):
+        if any(defined_in(bound, outer) for bound in list(loop_.operands)[:FOR_FIRST_INIT]):
             return nest
         nest.append(loop_)
 
 
-def _trip_count(loop: ir.Operation) -> int | None:
+def trip_count(loop: ir.Operation) -> int | None:
+    """An ``scf.for``'s iteration count when its bounds and step are constants, else None."""
     lower, upper, step = (constant_index(v) for v in list(loop.operands)[:FOR_FIRST_INIT])
     if lower is None or upper is None or step is None or step <= 0:
         return None
@@ -152,7 +143,7 @@ def estimate_work(op: ir.Operation) -> int:
                     payload = len(list(nested.regions[0].blocks[0].operations))
                     total += max([math.prod(s) for s in shapes] or [1]) * max(1, payload - 1)
                 elif nested.name == "scf.for":
-                    trips = _trip_count(nested)
+                    trips = trip_count(nested)
                     total += (16 if trips is None else trips) * estimate_work(nested)
                 else:
                     total += estimate_work(nested) if len(nested.regions) else 1
@@ -229,7 +220,7 @@ def _localize_inner_stores(nest: list[ir.Operation]) -> None:
             continue
         rank = ir.RankedTensorType(carried.type).rank
         dimensions = [_separating_dimension(users, rank, iv, step) for iv, step in zip(ivs, steps)]
-        if None in dimensions or any(isinstance(size, ir.Value) and _defined_in(size, inner)
+        if None in dimensions or any(isinstance(size, ir.Value) and defined_in(size, inner)
                                      for _, size in dimensions):  # type: ignore[misc]
             continue
         _store_through_tile(inner, index, carried, dict(dimensions), users)  # type: ignore[arg-type]
@@ -247,10 +238,7 @@ def _store_through_tile(inner: ir.Operation, index: int, carried: ir.Value, tile
                                              else tensor.dim(carried, arith.constant(ir.IndexType.get(), d)))
                  for d in range(type_.rank)]
         tile_type = ir.RankedTensorType.get([s if isinstance(s, int) else _DYNAMIC for s in sizes], type_.element_type)
-        own = tensor.extract_slice(tile_type, carried, [o for o in offsets if isinstance(o, ir.Value)],
-                                   [s for s in sizes if isinstance(s, ir.Value)], [],
-                                   [_DYNAMIC if isinstance(o, ir.Value) else o for o in offsets],
-                                   [_DYNAMIC if isinstance(s, ir.Value) else s for s in sizes], [1] * type_.rank)
+        own = extract_slice(tile_type, carried, offsets, sizes)
     inner.operands[FOR_FIRST_INIT + index] = own
     inner.regions[0].blocks[0].arguments[1 + index].set_type(tile_type)
     result = inner.results[index]
@@ -260,10 +248,7 @@ def _store_through_tile(inner: ir.Operation, index: int, carried: ir.Value, tile
         remade_slice(op, [0 if d in tile else o for d, o in enumerate(inner_offsets)], inner_sizes)
     yield_ = next(use.owner for use in result.uses)
     with ir.InsertionPoint(yield_), inner.location:
-        stored = tensor.insert_slice(result, carried, [o for o in offsets if isinstance(o, ir.Value)],
-                                     [s for s in sizes if isinstance(s, ir.Value)], [],
-                                     [_DYNAMIC if isinstance(o, ir.Value) else o for o in offsets],
-                                     [_DYNAMIC if isinstance(s, ir.Value) else s for s in sizes], [1] * type_.rank)
+        stored = insert_slice(result, carried, offsets, sizes)
     yield_.operands[list(yield_.operands).index(result)] = stored
 
 
@@ -317,7 +302,7 @@ def parallelize_tile_loops(func: ir.OpView, *, min_work: int | None = None) -> i
         stores = _writes_disjoint_tiles(nest)
         if stores is None:
             continue
-        trips = [_trip_count(loop) for loop in nest]
+        trips = [trip_count(loop) for loop in nest]
         if None not in trips and math.prod(trips) * estimate_work(nest[-1]) < min_work:  # type: ignore[arg-type]
             continue
         if None not in trips and math.prod(trips) < 2:  # type: ignore[arg-type]
