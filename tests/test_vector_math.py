@@ -20,7 +20,8 @@ from math_sweep import UNARY, float32_sweep, signs_of_zeros_kept, ulp_errors, un
 
 from helion_mlir import generate_mlir
 from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.engine import compile_module, lower_module
+from helion_mlir.runtime.engine import clear_compile_cache, compile_module, lower_module
+from helion_mlir.runtime.rewrites import polynomial_exp
 from helion_mlir.runtime.rewrites.vector_math import VECTOR_FUNCTIONS, host_vector_math
 
 LIBRARY = host_vector_math()
@@ -36,13 +37,25 @@ POLYNOMIALS = ("exp", "exp2", "expm1", "erf", "sin", "cos")
 MAX_ULPS = {name: 4.0 for name in UNARY} | {name: 2.0 for name in POLYNOMIALS} | {"sqrt": 0.5, "rsqrt": 1.5}
 
 
-@pytest.fixture(scope="module")
-def sweep() -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    x = float32_sweep(step=4099)
-    names = list(UNARY)
+def _whole_registers(x: torch.Tensor) -> torch.Tensor:
+    """``x`` padded with ones to whole steps of 64 lanes: the vector width kernels get."""
+    return torch.cat([x, torch.ones(-x.numel() % 64)])
+
+
+def _run_unary(x: torch.Tensor, names: list[str]) -> dict[str, torch.Tensor]:
     outputs = compile_module(unary_module(x.numel(), names), "unary", threads=2)(
         x, *[torch.empty_like(x) for _ in names])
-    return x, dict(zip(names, outputs))
+    return dict(zip(names, outputs))
+
+
+# A length of whole registers is computed in 64-lane vectors (exp and exp2 scale with one
+# vscalefps on AVX-512); the bare sweep's length (8 mod 16) in 8-lane vectors (exponent bits).
+@pytest.fixture(scope="module", params=["whole registers", "part of a register"])
+def sweep(request) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    x = float32_sweep(step=4099)
+    if request.param == "whole registers":
+        x = _whole_registers(x)
+    return x, _run_unary(x, list(UNARY))
 
 
 @needs_libmvec
@@ -55,6 +68,25 @@ def test_function_is_within_its_ulp_bound_over_the_float32_range(name: str, swee
     assert errors[worst] <= MAX_ULPS[name], f"{name}({x[worst].item()!r}) = {results[name][worst].item()!r}, " \
         f"exactly {want[worst].item()!r}: {errors[worst].item():.2f} ulp"
     assert signs_of_zeros_kept(results[name], want)
+
+
+@pytest.mark.skipif(not polynomial_exp.host_scales_in_one_instruction(), reason="no AVX-512")
+def test_exp_scaled_in_one_instruction_rounds_as_the_exponent_bits_do(monkeypatch) -> None:
+    # Both ways round e^r 2^n once: the same float32 for every argument of the sweep.
+    x = _whole_registers(float32_sweep(step=4099))
+    text = lower_module(unary_module(x.numel(), ["exp", "exp2"]), "unary", threads=1)
+    run_filecheck(text, """
+        // CHECK: llvm.func @unary(
+        // CHECK-COUNT-8: llvm.call_intrinsic "llvm.x86.avx512.mask.scalef.ps.512"({{.*}}) : (vector<16xf32>, vector<16xf32>, vector<16xf32>, i16, i32) -> vector<16xf32>
+        // CHECK-NOT: scalef
+    """)
+    scaled = _run_unary(x, ["exp", "exp2"])
+    clear_compile_cache()
+    monkeypatch.setattr(polynomial_exp, "host_scales_in_one_instruction", lambda: False)
+    from_bits = _run_unary(x, ["exp", "exp2"])
+    clear_compile_cache()
+    for name in ("exp", "exp2"):
+        assert torch.equal(scaled[name].view(torch.int32), from_bits[name].view(torch.int32)), name
 
 
 @needs_libmvec

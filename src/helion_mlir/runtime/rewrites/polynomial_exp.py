@@ -8,10 +8,18 @@ The rewrite runs on the scalar payload of linalg ops, before vectorization, so t
 arith ops become vector ops of whatever width the tile gets. Method (Cephes ``expf``):
 ``x = n ln2 + r`` with ``n = roundeven(x log2 e)`` and ``|r| <= ln2 / 2`` (``ln2`` split in
 two parts so that ``r`` is exact), ``e^r`` by a degree-7 polynomial in Horner form with
-``fma``, and ``2^n`` built from exponent bits in two halves so that results in the
-subnormal range stay exact. ``exp2`` takes ``n = roundeven(x)`` and ``r = (x - n) ln2``.
-Arguments below the underflow point give 0, above the overflow point ``+inf``, NaN stays
-NaN. Measured against float64: at most 2 ulp over the f32 range (see the tests).
+``fma``, and the product ``e^r 2^n`` rounded once, so that results in the subnormal range
+stay exact. ``exp2`` takes ``n = roundeven(x)`` and ``r = (x - n) ln2``. Arguments below the
+underflow point give 0, above the overflow point ``+inf``, NaN stays NaN. Measured against
+float64: at most 2 ulp over the f32 range (see the tests).
+
+On AVX-512 hosts the product is LLVM's ``ldexp`` intrinsic, which the x86 back end makes one
+``vscalefps``: it rounds ``e^r 2^n`` once and itself overflows to ``+inf`` and underflows to
+0 for the clamped arguments, so only NaN needs a select. Elsewhere ``ldexp`` is a libm call
+per lane, and ``2^n`` is built from exponent bits in two halves (each a normal f32), the
+underflow and overflow points chosen by selects. Measured on 4096x1024 f32, one thread, a
+row sum of ``exp``: 1.38 ms with the halves, 1.05 ms with ``ldexp`` (21 instead of 30
+vector instructions per ``exp``).
 
 ``math.powf(2.0, x)`` is how torch-mlir lowers ``torch.exp2``; it is rewritten as ``exp2``.
 
@@ -28,16 +36,18 @@ makes poison for NaN and infinities.
 
 from __future__ import annotations
 
+import functools
 import math
 
+import torch
 from torch_mlir import ir
-from torch_mlir.dialects import arith
+from torch_mlir.dialects import arith, llvm, vector, x86
 from torch_mlir.dialects import math as mmath
 
 from .ir_walk import defining_op, ops_where
 
 __all__ = ["EXP_OVERFLOW", "LN2_HI", "LN2_LO", "LOG2E", "Builder", "exp", "exp2", "exp_minus_one_near_zero",
-           "expand_exponentials"]
+           "expand_exponentials", "host_scales_in_one_instruction"]
 
 LOG2E = 1.4426950408889634
 LN2_HI = 0.693359375  # ln 2 = LN2_HI + LN2_LO; LN2_HI has 9 significant bits, so n * LN2_HI is exact
@@ -49,11 +59,22 @@ _ROUNDING_SHIFT = 12582912.0  # 1.5 * 2^23: adding it rounds |v| < 2^22 to an in
 _ROUNDING_SHIFT_BITS = 0x4B400000  # its f32 bit pattern, to which the integer is added
 
 
+_SCALEF_LANES = 16  # f32 lanes of a 512-bit register
+_CURRENT_ROUNDING = 4  # _MM_FROUND_CUR_DIRECTION: the rounding mode in effect
+
+
+@functools.cache
+def host_scales_in_one_instruction() -> bool:
+    """Whether this CPU scales f32 by powers of two in one instruction (AVX-512's ``vscalefps``)."""
+    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+
+
 class Builder:
     """Constants and integer views for one f32 scalar or vector type."""
 
     def __init__(self, float_type: ir.Type) -> None:
         self.float = float_type
+        self.scalef = host_scales_in_one_instruction()
         i32 = ir.IntegerType.get_signless(32)
         self.vector = isinstance(float_type, ir.VectorType)
         self.int = ir.VectorType.get(float_type.shape, i32) if self.vector else i32
@@ -94,19 +115,49 @@ def exp_minus_one_near_zero(b: Builder, r: ir.Value) -> ir.Value:
     return mmath.fma(b.horner(_POLYNOMIAL, r), arith.mulf(r, r), r)
 
 
+def _scaled_in_one_instruction(b: Builder) -> bool:
+    """Whether ``e^r 2^n`` is one instruction: scalars and vectors of whole 512-bit registers."""
+    return b.scalef and (not b.vector or math.prod(b.float.shape) % _SCALEF_LANES == 0)
+
+
+def _scalef(b: Builder, y: ir.Value, n: ir.Value) -> ir.Value:
+    """y * 2^n rounded once, n integral: ``vscalefps`` on each register of a vector."""
+    if not b.vector:
+        return llvm.intr_ldexp(b.float, y, arith.fptosi(b.int, n))  # poison only where n is NaN
+    count = math.prod(b.float.shape)
+    flat, piece = (ir.VectorType.get([size], ir.F32Type.get()) for size in (count, _SCALEF_LANES))
+    y, n = (vector.shape_cast(flat, value) for value in (y, n))
+    all_lanes = arith.constant(ir.IntegerType.get_signless(16), -1)
+    current_rounding = arith.constant(ir.IntegerType.get_signless(32), _CURRENT_ROUNDING)
+    result = y
+    for offset in range(0, count, _SCALEF_LANES):
+        y_piece, n_piece = (vector.extract_strided_slice(piece, value, [offset], [_SCALEF_LANES], [1])
+                            for value in (y, n))
+        # The op's operands reach llvm.x86.avx512.mask.scalef.ps.512 in their order, which is
+        # (value, exponent, masked-off lanes' value): not the (src, a, b) its names suggest.
+        scaled = x86.avx512_mask_scalef(y_piece, n_piece, y_piece, all_lanes, current_rounding)
+        result = vector.insert_strided_slice(scaled, result, [offset], [1])
+    return vector.shape_cast(b.float, result)
+
+
 def _scaled_exp(b: Builder, n: ir.Value, r: ir.Value) -> ir.Value:
-    """e^r * 2^n; n integral in [-151, 128]: the scale goes in two halves, each a normal f32."""
+    """e^r * 2^n rounded once; n integral in [-151, 129]."""
     y = arith.addf(exp_minus_one_near_zero(b, r), b.f(1.0))
-    whole = arith.fptosi(b.int, n)
-    half = arith.shrsi(whole, b.i(1))
+    if _scaled_in_one_instruction(b):
+        return _scalef(b, y, n)
+    whole = arith.fptosi(b.int, n)  # poison only for a NaN argument, whose lanes _edges replaces
+    half = arith.shrsi(whole, b.i(1))  # two halves, each a normal f32
     rest = arith.subi(whole, half)
     return arith.mulf(arith.mulf(y, b.power_of_two(half)), b.power_of_two(rest))
 
 
 def _edges(b: Builder, x: ir.Value, value: ir.Value, underflow: float, overflow: float) -> ir.Value:
-    """0 below ``underflow``, +inf above ``overflow``, NaN for NaN."""
-    value = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, b.f(underflow)), b.f(0.0), value)
-    value = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, x, b.f(overflow)), b.f(math.inf), value)
+    """0 below ``underflow``, +inf above ``overflow``, NaN for NaN.
+
+    One scaling instruction already gives 0 and +inf there, from the clamped argument."""
+    if not _scaled_in_one_instruction(b):
+        value = arith.select(arith.cmpf(arith.CmpFPredicate.OLT, x, b.f(underflow)), b.f(0.0), value)
+        value = arith.select(arith.cmpf(arith.CmpFPredicate.OGT, x, b.f(overflow)), b.f(math.inf), value)
     return arith.select(arith.cmpf(arith.CmpFPredicate.UNO, x, x), x, value)
 
 
@@ -132,6 +183,8 @@ def _is_two(value: ir.Value) -> bool:
     if owner is None or owner.name != "arith.constant":
         return False
     attr = owner.attributes["value"]
+    if isinstance(attr, ir.DenseElementsAttr) and attr.is_splat:  # a vectorized constant
+        attr = attr.get_splat_value()
     return isinstance(attr, ir.FloatAttr) and attr.value == 2.0
 
 
@@ -149,8 +202,8 @@ def expand_exponentials(module: ir.Module) -> int:
 
     found = ops_where(module, exponential)
     for op in found:
-        b = Builder(op.results[0].type)
         with ir.InsertionPoint(op), op.location:
+            b = Builder(op.results[0].type)
             if op.name == "math.exp":
                 value = exp(b, op.operands[0])
             else:

@@ -6,8 +6,8 @@ per lane, 5-20x slower than the vector code torch's Inductor generates.
 :func:`lower_vector_math` runs right after vectorization (half-precision math already
 in f32, as torch computes it) and replaces every f32 vector math op:
 
-- ``exp``, ``exp2``, ``expm1``, ``erf``, ``sin``, ``cos``: polynomials in arith ops
-  (:mod:`.polynomial_exp`, :mod:`.polynomial_math`). ``sin`` and ``cos`` reduce arguments up to
+- ``expm1``, ``erf``, ``sin``, ``cos``: polynomials in arith ops (:mod:`.polynomial_math`;
+  ``exp`` and ``exp2`` are expanded just before, by :mod:`.polynomial_exp`). ``sin`` and ``cos`` reduce arguments up to
   ``polynomial_math.TRIG_REDUCTION_LIMIT``; when a lane of a vector is beyond it (rare: 2^19),
   an ``scf.if`` computes the op again for the whole vector the library's way, which
   reduces large arguments correctly, and takes those lanes from it.
@@ -52,7 +52,7 @@ from torch_mlir.dialects import math as mmath
 from . import polynomial_math
 from .ir_build import declare_pure_function, flattened
 from .ir_walk import ops_where
-from .polynomial_exp import Builder, exp, exp2
+from .polynomial_exp import Builder
 
 __all__ = ["VECTOR_FUNCTIONS", "VectorMathCounts", "VectorMathLibrary", "host_vector_math", "lower_vector_math"]
 
@@ -188,8 +188,6 @@ def _trigonometric(op: ir.Operation, b: Builder) -> ir.Value:
 
 # f32 vector math ops computed by polynomials.
 _POLYNOMIALS: dict[str, Callable[[ir.Operation, Builder], ir.Value]] = {
-    "math.exp": lambda op, b: exp(b, op.operands[0]),
-    "math.exp2": lambda op, b: exp2(b, op.operands[0]),
     "math.expm1": lambda op, b: polynomial_math.expm1(b, op.operands[0]),
     "math.erf": lambda op, b: polynomial_math.erf(b, op.operands[0]),
     "math.sin": _trigonometric,
@@ -204,7 +202,7 @@ class VectorMathCounts:
 
 
 def lower_vector_math(module: ir.Module, library: VectorMathLibrary | None = None) -> VectorMathCounts:
-    """Every f32 vector math op as a polynomial (exp, exp2, expm1, erf; sin and cos up to
+    """Every f32 vector math op as a polynomial (expm1, erf; sin and cos up to
     ``TRIG_REDUCTION_LIMIT``) or as calls of ``library``'s vector variant (the others, and
     the sin and cos lanes beyond the limit); run after vectorization, with half-precision
     math already in f32. ``library`` defaults to this host's (:func:`host_vector_math`);
