@@ -1,7 +1,7 @@
 """The last tile of a size its block does not divide is peeled off its loop on the fast pipeline
 (``runtime/rewrites/tile_size_bounds.py``, upstream ``transform.loop.peel``): the full tiles get
-static sizes, with no padding copy, and only the last one is padded; a tile grid stays one
-parallel nest."""
+static sizes, with no padding copy, and only the last one is padded; a tile grid of many rows
+is parallel over its rows, one of few rows stays one parallel nest."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ def test_full_row_tiles_are_static_and_only_the_last_is_padded(tmp_path, monkeyp
     """)
 
 
-def test_a_ragged_grid_stays_one_parallel_nest_with_its_rows_peeled(tmp_path, monkeypatch) -> None:
-    """37x300 in [16, 128] tiles: the rows' last tile is peeled, the columns' is not (peeled, the
-    grid would no longer be one perfect nest, and would run on one core)."""
+def test_a_ragged_grid_of_few_rows_stays_one_parallel_nest_with_its_rows_peeled(tmp_path, monkeypatch) -> None:
+    """37x300 in [16, 128] tiles: the rows' last tile is peeled, the columns' is not (3 row tiles
+    are too few to share between workers; the grid stays one parallel nest over both)."""
     text = example_module("bias_gelu", (torch.randn(37, 300), torch.randn(300)), block_sizes=[16, 128])
     run_filecheck(after_step(tmp_path, monkeypatch, text, "bias_gelu", "parallelize-tile-loops"), """
         // CHECK-LABEL: func.func @bias_gelu(
@@ -44,6 +44,27 @@ def test_a_ragged_grid_stays_one_parallel_nest_with_its_rows_peeled(tmp_path, mo
         // CHECK: tensor.extract_slice %arg0[%{{.*}}, %[[COLUMN]]] [16, %{{.*}}] [1, 1] : tensor<37x300xf32> to tensor<16x?xf32>
         // CHECK: scf.forall.in_parallel
         // CHECK: tensor.extract_slice %arg0[32, %{{.*}}] [5, %{{.*}}] [1, 1] : tensor<37x300xf32> to tensor<5x?xf32>
+        // CHECK-LABEL: // LOWERED
+    """)
+
+
+def test_a_ragged_grid_of_many_rows_is_peeled_in_both_dimensions_and_parallel_over_its_rows(
+        tmp_path, monkeypatch) -> None:
+    """130x300 in [16, 128] tiles (8 full row tiles): each row of tiles stores two full [16, 128]
+    column tiles in a loop, then its last 44 columns, all into the rows' own [16, 300] slice,
+    which the parallel loop over rows inserts once; no full tile is padded."""
+    text = example_module("bias_gelu", (torch.randn(130, 300), torch.randn(300)), block_sizes=[16, 128])
+    run_filecheck(after_step(tmp_path, monkeypatch, text, "bias_gelu", "parallelize-tile-loops"), """
+        // CHECK-LABEL: func.func @bias_gelu(
+        // CHECK: scf.forall (%[[ROW:.*]]) = (0) to (128) step (16) shared_outs(%[[OUT:.*]] = %arg2)
+        // CHECK: %[[OWN:.*]] = tensor.extract_slice %[[OUT]][%[[ROW]], 0] [16, 300] [1, 1]
+        // CHECK: %[[FULL:.*]] = scf.for %[[COLUMN:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[ROWS:.*]] = %[[OWN]]) -> (tensor<16x300xf32>)
+        // CHECK: tensor.extract_slice %arg0[%[[ROW]], %[[COLUMN]]] [16, 128] [1, 1] : tensor<130x300xf32> to tensor<16x128xf32>
+        // CHECK: tensor.insert_slice %{{.*}} into %[[ROWS]][0, %[[COLUMN]]] [16, 128] [1, 1] : tensor<16x128xf32> into tensor<16x300xf32>
+        // CHECK: tensor.extract_slice %arg0[%[[ROW]], 256] [16, 44] [1, 1] : tensor<130x300xf32> to tensor<16x44xf32>
+        // CHECK: %[[LAST:.*]] = tensor.insert_slice %{{.*}} into %[[FULL]][0, 256] [16, 44] [1, 1] : tensor<16x44xf32> into tensor<16x300xf32>
+        // CHECK: scf.forall.in_parallel
+        // CHECK-NEXT: tensor.parallel_insert_slice %[[LAST]] into %[[OUT]][%[[ROW]], 0] [16, 300] [1, 1]
         // CHECK-LABEL: // LOWERED
     """)
 

@@ -18,12 +18,14 @@ provably writes and reads only its own slice:
   offset ``iv floordiv step`` with size 1 (``tile.id``);
 * the carried tensor has no other use than those and ``tensor.dim``.
 
-A tile that stores inside a loop of its own (``out[tile_r, tile_c] = ...`` in a loop over
-column chunks, as an online softmax's second pass does) carries the tensor through that loop;
-when every slice the loop takes of it starts at the nest's induction variables (one dimension
-each, one size), the loop stores into the tile's own slice instead, inserted once after it,
-which is the store the proof reads (2-thread online softmax 4096x1024 in [16, 256] chunks:
-3.6 -> 2.1 ms; it ran on one core).
+A tile that stores through a chain of loops and stores of its own carries the tensor through
+them: ``out[tile_r, tile_c] = ...`` in a loop over column chunks (an online softmax's second
+pass), or the full column tiles of a grid row in a loop and then its last, peeled tile
+(:mod:`.tile_size_bounds`). When every slice the chain takes of it, in nested loops too,
+starts at the nest's induction variables (one dimension each, one size), the chain stores
+into the tile's own slice instead, inserted once after it, which is the store the proof
+reads (2-thread online softmax 4096x1024 in [16, 256] chunks: 3.6 -> 2.1 ms; it ran on one
+core).
 
 Slices that differ in some dimension are disjoint, so tiles neither overwrite nor read
 each other's results, and the order of the tiles does not matter. A kernel that
@@ -192,64 +194,130 @@ def _separating_dimension(ops: list[ir.Operation], rank: int, iv: ir.Value,
     return None
 
 
+def _store_chain(carried: ir.Value, value: ir.Value, body: ir.Block) -> list[tuple[ir.Operation, int]] | None:
+    """The ops of ``body`` through which a tile stores into ``carried`` before yielding ``value``, first
+    to last: loops storing into it (with the index of its result) and ``insert_slice`` ops into it
+    (index 0). None when another op takes part, or a value of the chain has another use than the
+    next link and ``extract_slice`` reads."""
+    chain: list[tuple[ir.Operation, int]] = []
+    consumer = list(body.operations)[-1].operation
+    while value != carried:
+        op = defining_op(value)
+        if op is None or op.parent.operation != body.owner.operation:
+            return None
+        if [use.owner.operation for use in value.uses if use.owner.name != "tensor.extract_slice"] != [consumer]:
+            return None
+        consumer = op
+        if op.name == "scf.for":
+            index = list(op.results).index(value)
+            chain.append((op, index))
+            value = op.operands[FOR_FIRST_INIT + index]
+        elif op.name == "tensor.insert_slice":
+            chain.append((op, 0))
+            value = op.operands[1]
+        else:
+            return None
+    chain.reverse()
+    return chain
+
+
+def _reads(value: ir.Value) -> list[ir.Operation]:
+    return [use.owner.operation for use in value.uses if use.owner.name == "tensor.extract_slice"]
+
+
+def _chain_parts(start: ir.Value, value: ir.Value, block: ir.Block) -> tuple[list, list[ir.Operation]] | None:
+    """The links of the store chain from ``start`` to ``value`` in ``block`` and in the bodies of its
+    loops (outer first), and every slice they take of the stored tensor after ``start``."""
+    chain = _store_chain(start, value, block)
+    if chain is None:
+        return None
+    links: list[tuple[ir.Operation, int]] = []
+    slices: list[ir.Operation] = []
+    for link, index in chain:
+        links.append((link, index))
+        if link.name == "scf.for":
+            body = link.regions[0].blocks[0]
+            argument = body.arguments[1 + index]
+            inner = _chain_parts(argument, list(body.operations)[-1].operands[index], body)
+            first = inner[0][0][0] if inner and inner[0] else list(body.operations)[-1].operation
+            if inner is None or [use.owner.operation for use in argument.uses
+                                 if use.owner.name != "tensor.extract_slice"] != [first]:
+                return None
+            links += inner[0]
+            slices += _reads(argument) + inner[1]
+        else:
+            slices.append(link)
+        slices += _reads(link.results[index])
+    return links, slices
+
+
+def _available_before(size: ir.Value | int, first: ir.Operation, body: ir.Block) -> bool:
+    """Whether a slice size can be computed right before ``first``, an op of ``body``."""
+    if isinstance(size, int) or isinstance(size.owner, ir.Block):
+        return True
+    if not defined_in(size, body.owner):
+        return True
+    for op in body.operations:
+        if op.operation == first:
+            return False
+        if op.operation == size.owner.operation:
+            return True
+    return False
+
+
 def _localize_inner_stores(nest: list[ir.Operation]) -> None:
-    """A carried tensor stored into by a loop inside the tile (``out[tile_r, tile_c] = ...`` in a
-    loop over column chunks) is stored into a slice of the tile's own rows, inserted once after
-    that loop: the store the disjointness proof reads. Only when every slice the inner loop takes
-    of it starts at the nest's induction variables, in one dimension each, with one size."""
+    """A carried tensor a tile stores into through a chain of loops and stores of its own
+    (``out[tile_r, tile_c] = ...`` in a loop over column chunks; the full column tiles of a
+    peeled grid row, then its last one) is stored into a slice of the tile's own rows, extracted
+    before the chain and inserted once after it: the store the disjointness proof reads. Only
+    when every slice the chain takes of it, in its loops too, starts at the nest's induction
+    variables, in one dimension each, with one size known before the chain."""
     steps = [constant_index(loop.operands[2]) for loop in nest]
     if any(step is None or step <= 0 for step in steps):
         return
     ivs = [loop.regions[0].blocks[0].arguments[0] for loop in nest]
     body = nest[-1].regions[0].blocks[0]
-    for carried, value in zip(list(body.arguments)[1:], list(list(body.operations)[-1].operands)):
-        inner = defining_op(value)
-        if inner is None or inner.name != "scf.for" or len(list(value.uses)) != 1:
-            continue
-        index = list(inner.results).index(value)
-        if inner.operands[FOR_FIRST_INIT + index] != carried or any(
-                use.owner != inner and use.owner.name != "tensor.dim" for use in carried.uses):
-            continue
-        inner_body = inner.regions[0].blocks[0]
-        argument = inner_body.arguments[1 + index]
-        users = [use.owner for use in argument.uses]
-        stores = [op for op in users if op.name == "tensor.insert_slice" and op.operands[1] == argument]
-        if (len(stores) != 1 or list(inner_body.operations)[-1].operands[index] != stores[0].results[0]
-                or len(list(stores[0].results[0].uses)) != 1
-                or any(op.name != "tensor.extract_slice" for op in users if op not in stores)):
+    yield_ = list(body.operations)[-1].operation
+    for position, carried in enumerate(list(body.arguments)[1:]):
+        parts = _chain_parts(carried, yield_.operands[position], body)
+        if parts is None or not parts[0] or (len(parts[0]) == 1 and parts[0][0][0].name == "tensor.insert_slice"):
+            continue  # no chain, or the one store the proof reads
+        links, slices = parts
+        first = links[0][0]
+        if any(use.owner.operation != first and use.owner.name not in ("tensor.dim", "tensor.extract_slice")
+               for use in carried.uses):
             continue
         rank = ir.RankedTensorType(carried.type).rank
-        dimensions = [_separating_dimension(users, rank, iv, step) for iv, step in zip(ivs, steps)]
-        if None in dimensions or any(isinstance(size, ir.Value) and defined_in(size, inner)
-                                     for _, size in dimensions):  # type: ignore[misc]
-            continue
-        _store_through_tile(inner, index, carried, dict(dimensions), users)  # type: ignore[arg-type]
+        dimensions = [_separating_dimension(slices, rank, iv, step) for iv, step in zip(ivs, steps)]
+        if None not in dimensions and all(_available_before(size, first, body)
+                                          for _, size in dimensions):  # type: ignore[misc]
+            _store_through_tile(links, carried, yield_, position, dict(dimensions), slices)  # type: ignore[arg-type]
 
 
-def _store_through_tile(inner: ir.Operation, index: int, carried: ir.Value, tile: dict[int, ir.Value | int],
-                        users: list[ir.Operation]) -> None:
-    """``inner``'s ``index``-th carried tensor becomes the slice ``tile`` (dimension -> size, at the
-    offsets the slices in ``users`` share) of ``carried``, inserted back after ``inner``."""
+def _store_through_tile(links: list[tuple[ir.Operation, int]], carried: ir.Value, yield_: ir.Operation,
+                        position: int, tile: dict[int, ir.Value | int], slices: list[ir.Operation]) -> None:
+    """The chain's tensor becomes the slice ``tile`` (dimension -> size, at the offsets the
+    ``slices`` share) of ``carried``, inserted back before the tile's ``yield_``."""
     type_ = ir.RankedTensorType(carried.type)
-    offsets_of_users = slice_parts(users[0])[0]
-    with ir.InsertionPoint(inner), inner.location:
-        offsets = [offsets_of_users[d] if d in tile else 0 for d in range(type_.rank)]
+    shared_offsets = slice_parts(slices[0])[0]
+    first = links[0][0]
+    with ir.InsertionPoint(first), first.location:
+        offsets = [shared_offsets[d] if d in tile else 0 for d in range(type_.rank)]
         sizes = [tile[d] if d in tile else (type_.shape[d] if not type_.is_dynamic_dim(d)
                                              else tensor.dim(carried, arith.constant(ir.IndexType.get(), d)))
                  for d in range(type_.rank)]
         tile_type = ir.RankedTensorType.get([s if isinstance(s, int) else _DYNAMIC for s in sizes], type_.element_type)
         own = extract_slice(tile_type, carried, offsets, sizes)
-    inner.operands[FOR_FIRST_INIT + index] = own
-    inner.regions[0].blocks[0].arguments[1 + index].set_type(tile_type)
-    result = inner.results[index]
-    result.set_type(tile_type)
-    for op in users:
-        inner_offsets, inner_sizes, _ = slice_parts(op)
-        remade_slice(op, [0 if d in tile else o for d, o in enumerate(inner_offsets)], inner_sizes)
-    yield_ = next(use.owner for use in result.uses)
-    with ir.InsertionPoint(yield_), inner.location:
-        stored = insert_slice(result, carried, offsets, sizes)
-    yield_.operands[list(yield_.operands).index(result)] = stored
+    first.operands[FOR_FIRST_INIT + links[0][1] if first.name == "scf.for" else 1] = own
+    for link, index in links:
+        if link.name == "scf.for":
+            link.regions[0].blocks[0].arguments[1 + index].set_type(tile_type)
+            link.results[index].set_type(tile_type)
+    for op in slices:
+        offsets_of_op, sizes_of_op, _ = slice_parts(op)
+        remade_slice(op, [0 if d in tile else o for d, o in enumerate(offsets_of_op)], sizes_of_op)
+    with ir.InsertionPoint(yield_), yield_.location:
+        yield_.operands[position] = insert_slice(yield_.operands[position], carried, offsets, sizes)
 
 
 def _to_forall(nest: list[ir.Operation], stores: list[ir.Operation]) -> None:
