@@ -66,6 +66,7 @@ def _cases() -> list[Case]:
     rows, cols, wide = 4096, 1024, 2048
     x, r = _randn(rows, cols), _randn(rows, cols)
     ragged = _randn(rows + 4, cols)
+    ragged_wide = _randn(rows + 4, 2000)
     w, b = 1 + 0.1 * _randn(cols), _randn(cols)
     row_bytes = 2 * rows * cols * f32
     logits = 2 * _randn(rows, 8192)
@@ -99,6 +100,8 @@ def _cases() -> list[Case]:
              ref("softmax_two_pass"), row_bytes, True),
         Case("bias + GELU 4096x2048", "bias_gelu", [16, 256], (gate, _randn(wide)), ref("bias_gelu"),
              2 * rows * wide * f32, True),
+        Case("bias + GELU 4100x2000: ragged rows and columns", "bias_gelu", [16, 256], (ragged_wide, _randn(2000)),
+             ref("bias_gelu"), 2 * ragged_wide.numel() * f32, True),
         Case("SwiGLU 4096x2048", "swiglu", [16, 256], (gate, up), ref("swiglu"), 3 * rows * wide * f32, True),
         Case("GEGLU (tanh) 4096x2048", "geglu", [16, 256], (fused,), ref("geglu"), 3 * rows * wide * f32, True),
         Case("rotary embedding 16384x128", "rope", [64], (_randn(16384, 128), 10000.0), ref("rope"),

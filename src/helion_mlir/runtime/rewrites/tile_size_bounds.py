@@ -19,7 +19,7 @@ tiles: peeled, the grid is no longer one perfect nest, and runs in parallel over
 loop alone (:mod:`.tile_parallel` stores each row's column tiles into the row's own slice),
 which needs outer tiles enough for the workers; a grid of fewer stays one nest parallel over
 every dimension, its inner tiles padded. Ragged GELU 4100x2000 in [16, 256] tiles: 1 thread
-11.6 -> 8.6 ms, 2 threads 6.5 -> 4.0 ms (its inner dimension was padded in every tile).
+12.1 -> 8.4 ms, 2 threads 6.4 -> 4.0-4.8 ms (its inner dimension was padded in every tile).
 """
 
 from __future__ import annotations
