@@ -241,8 +241,8 @@ FAST: tuple[Step, ...] = (
     *passes("func.func(math-extend-to-supported-types{target-type=f32})"),
     rewrite(integral_powers_as_fpowi),
     *passes("func.func(math-expand-ops{ops=fpowi})"),  # constant integer powers as multiplications
-    # After vectorization: on AVX-512 the polynomials scale by llvm.ldexp, which the linalg
-    # vectorizer would refuse; exp left scalar (outside vectorized tiles) is expanded too.
+    # After vectorization: on AVX-512 the exp polynomials scale with x86.avx512.mask.scalef,
+    # which the linalg vectorizer would refuse; exp left scalar (outside vectorized tiles) too.
     rewrite(expand_exponentials),
     rewrite(lower_vector_math),
     *passes(

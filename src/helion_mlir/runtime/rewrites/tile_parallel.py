@@ -222,6 +222,7 @@ def _store_chain(carried: ir.Value, value: ir.Value, body: ir.Block) -> list[tup
 
 
 def _reads(value: ir.Value) -> list[ir.Operation]:
+    """The ``extract_slice`` ops reading ``value``."""
     return [use.owner.operation for use in value.uses if use.owner.name == "tensor.extract_slice"]
 
 
@@ -239,9 +240,10 @@ def _chain_parts(start: ir.Value, value: ir.Value, block: ir.Block) -> tuple[lis
             body = link.regions[0].blocks[0]
             argument = body.arguments[1 + index]
             inner = _chain_parts(argument, list(body.operations)[-1].operands[index], body)
-            first = inner[0][0][0] if inner and inner[0] else list(body.operations)[-1].operation
-            if inner is None or [use.owner.operation for use in argument.uses
-                                 if use.owner.name != "tensor.extract_slice"] != [first]:
+            if inner is None:
+                return None
+            first = inner[0][0][0] if inner[0] else list(body.operations)[-1].operation
+            if [use.owner.operation for use in argument.uses if use.owner.name != "tensor.extract_slice"] != [first]:
                 return None
             links += inner[0]
             slices += _reads(argument) + inner[1]
