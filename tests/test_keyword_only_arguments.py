@@ -9,6 +9,7 @@ must turn back into the ATen call with those keywords (``aten.gelu``'s ``approxi
 from __future__ import annotations
 
 import pytest
+from filecheck_util import run_filecheck
 import torch
 from helion._compiler.device_ir import _get_custom_decomp_table
 import torch.nn.functional as F
@@ -66,6 +67,22 @@ def test_the_tanh_form_is_torchs_formula_with_its_constant(output_type: str) -> 
     text = generate_mlir(gelu_both_forms.bind((_x(),)), output_type=output_type)
     assert "0.7978846" in text and "0.797724" not in text
     assert '"tanh"' not in text
+
+
+@pytest.mark.parametrize("output_type", ["linalg-on-tensors", "raw"])
+def test_the_erf_form_multiplies_by_the_square_root_of_one_half_as_torch_does(output_type: str) -> None:
+    # torch-mlir's lowering of aten.gelu divides by sqrt(2): one division per element.
+    text = generate_mlir(gelu_both_forms.bind((_x(),)), output_type=output_type)
+    run_filecheck(text, """
+        // CHECK: {{0\.7071067[0-9]*}}
+        // CHECK-NOT: 1.41421
+        // CHECK-NOT: aten.gelu
+    """)
+    if output_type == "linalg-on-tensors":
+        run_filecheck(text, """
+            // CHECK: math.erf
+            // CHECK-NOT: arith.divf
+        """)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
