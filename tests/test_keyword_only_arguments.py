@@ -9,12 +9,13 @@ must turn back into the ATen call with those keywords (``aten.gelu``'s ``approxi
 from __future__ import annotations
 
 import pytest
-from filecheck_util import run_filecheck
 import torch
 from helion._compiler.device_ir import _get_custom_decomp_table
 import torch.nn.functional as F
+from filecheck_util import run_filecheck
 from kernels.keyword_kernels import (
     gelu_both_forms,
+    gelu_erf,
     gelu_tanh,
     gelu_both_forms_reference,
     keyword_only_arguments,
@@ -85,19 +86,22 @@ def test_the_erf_form_multiplies_by_the_square_root_of_one_half_as_torch_does(ou
         """)
 
 
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_the_tanh_form_of_half_precision_is_computed_in_float32_and_rounded_once(dtype: torch.dtype) -> None:
+def test_both_forms_of_half_precision_are_computed_in_float32_and_rounded_once(dtype: torch.dtype,
+                                                                              approximate: str) -> None:
     x = (torch.randn(64, 256, generator=torch.Generator().manual_seed(5)) * 3).to(dtype)
-    got = compile_kernel(gelu_tanh.bind((x,)))(x)
-    want = F.gelu(x, approximate="tanh")  # torch: float32 inside, one rounding
-    # The float32 results differ from torch's by a few float32 ulps (another tanh), which
+    kernel = gelu_tanh if approximate == "tanh" else gelu_erf
+    got = compile_kernel(kernel.bind((x,)))(x)
+    want = F.gelu(x, approximate=approximate)  # torch: float32 inside, one rounding
+    # The float32 results differ from torch's by a few float32 ulps (another tanh or erf), which
     # moves a rounding to the half type only where it is nearly a tie; below x = -3,
     # 1 + tanh cancels to a few float32 ulps, where torch's own result and this one each
     # differ from the exact formula's in about 5% of the elements: there, no farther from
     # the exact formula than torch.
     plain = x.float() >= -3
     assert (got != want)[plain].float().mean() < 0.01
-    exact = F.gelu(x.double(), approximate="tanh")
+    exact = F.gelu(x.double(), approximate=approximate)
     assert (got.double() - exact).abs().max() <= (want.double() - exact).abs().max()
     torch.testing.assert_close(got, want, rtol=torch.finfo(dtype).eps, atol=1e-6)
 

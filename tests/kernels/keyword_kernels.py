@@ -50,3 +50,11 @@ def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     for tile in hl.tile(x.size(0)):
         out[tile, :] = F.gelu(x[tile, :], approximate="tanh")
     return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8]))
+def gelu_erf(x: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = F.gelu(x[tile, :])
+    return out

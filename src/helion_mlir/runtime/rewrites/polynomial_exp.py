@@ -38,15 +38,14 @@ LLVM makes poison for NaN and infinities.
 
 from __future__ import annotations
 
-import functools
 import math
 
-import torch
 from torch_mlir import ir
 from torch_mlir.dialects import arith, llvm, vector, x86
 from torch_mlir.dialects import math as mmath
 
 from .ir_walk import defining_op, ops_where
+from .vectorize_tiles import host_vector_shape
 
 __all__ = ["EXP_OVERFLOW", "LN2_HI", "LN2_LO", "LOG2E", "Builder", "exp", "exp2", "exp_minus_one_near_zero",
            "expand_exponentials", "host_scales_in_one_instruction"]
@@ -65,10 +64,10 @@ _SCALEF_LANES = 16  # f32 lanes of a 512-bit register
 _CURRENT_ROUNDING = 4  # _MM_FROUND_CUR_DIRECTION: the rounding mode in effect
 
 
-@functools.cache
 def host_scales_in_one_instruction() -> bool:
-    """Whether this CPU scales f32 by powers of two in one instruction (AVX-512's ``vscalefps``)."""
-    return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    """Whether this CPU scales f32 by powers of two in one instruction: AVX-512's ``vscalefps``,
+    there where the vectorizer's registers are 512 bits wide."""
+    return host_vector_shape().lanes == _SCALEF_LANES
 
 
 class Builder:
