@@ -12,7 +12,9 @@ final result's error in float32 ulps depends on:
   an error e in R is an error erfc(x) * e in erf(x) (whose ulp is 2^-24 there).
 - sin on [-pi/4, pi/4] (a little more: the reduced argument may pass pi/4 by rounding):
   sin(r) = r + r^3 * S(r^2), relative error of the result.
-- cos likewise: cos(r) = 1 - r^2 / 2 + r^4 * C(r^2), absolute error (cos is near 1 there).
+- cos likewise: cos(r) = 1 + r^2 * C(r^2) with C's constant term -1/2 exact, the rest
+  fitting (cos(r) - 1 + r^2 / 2) / r^4 (cos is near 1 there). The two are evaluated as one
+  polynomial with coefficients chosen per lane, so S and C have the same degree.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ def fit_cos(degree: int) -> tuple[np.ndarray, float]:
     r = _chebyshev(1e-6, QUARTER)
     u = r * r
     cos = np.array([float(mpmath.cos(v)) for v in r])
-    return _fitted(u, degree, (cos - 1 + u / 2) / u**2, u**2 / cos * 2.0**24)  # in ulps of cos(r)
+    coefficients, error = _fitted(u, degree, (cos - 1 + u / 2) / u**2, u**2 / cos * 2.0**24)  # in ulps of cos(r)
+    return np.append(coefficients, -0.5), error
 
 
 def main() -> None:

@@ -127,6 +127,20 @@ def test_sin_and_cos_call_the_library_only_for_vectors_with_a_large_argument() -
     assert ulp_errors(cosine, torch.cos(big.double())).max() <= 4
 
 
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_sin_and_cos_evaluate_one_polynomial_per_lane(name: str) -> None:
+    # three multiply-adds take the multiple of pi/2 off, then one polynomial whose
+    # coefficients each lane selects by its quadrant (sine or cosine): four more, no other
+    text = lower_module(unary_module(4096, [name]), "unary", threads=1)
+    run_filecheck(text, """
+        // CHECK-LABEL: llvm.func @unary
+        // CHECK-COUNT-3: llvm.intr.fma({{.*}}) : (vector<64xf32>
+        // CHECK: llvm.select %[[ODD:[0-9]+]], %{{[0-9]+}}, %{{[0-9]+}} : vector<64xi1>, vector<64xf32>
+        // CHECK-COUNT-4: llvm.intr.fma({{.*}}) : (vector<64xf32>
+        // CHECK-NOT: llvm.intr.fma
+    """)
+
+
 POWERS_AND_ANGLES = """
 #id = affine_map<(d0, d1) -> (d0, d1)>
 func.func @binary(%x: tensor<{n}x{m}xf32>, %y: tensor<{n}x{m}xf32>, %p: tensor<{n}x{m}xf32>, %a: tensor<{n}x{m}xf32>)

@@ -12,8 +12,9 @@ docs/cpu-math.md (at most 1.6 ulp).
   rounds to 1), and the sign of ``x``.
 - ``sin``/``cos``: ``|x| = j pi/2 + r`` with ``j`` the nearest integer to ``|x| 2/pi`` and
   ``pi/2`` in three float32 parts taken off with fused multiply-adds (the first exactly),
-  ``sin r = r + r^3 S(r^2)``, ``cos r = 1 - r^2/2 + r^4 C(r^2)``, chosen and signed by
-  ``j mod 4`` (and, for sin, the sign of ``x``). That reduction stays within a few ulps up
+  ``sin r = r + r^3 S(r^2)`` or ``cos r = 1 + r^2 C(r^2)`` as ``j mod 4`` asks, one
+  polynomial per lane (its coefficients selected), signed by ``j mod 4`` (and, for sin,
+  the sign of ``x``). That reduction stays within a few ulps up
   to :data:`TRIG_REDUCTION_LIMIT`; larger arguments need more bits of pi (a Payne-Hanek
   reduction), which :mod:`.vector_math` leaves to the library.
 
@@ -40,7 +41,7 @@ _ERF_SMALL = (-0.0006749618, 0.0051143616, -0.026834633, 0.11283377, -0.3761262,
 _ERF_LARGE = (-2.6545329e-06, -3.6057587e-05, 5.1749746e-05, -0.00050877646, 0.0024496517, -0.011997434,
               0.060395002, -0.3672333, -1.5118319)
 _SIN = (2.7180465e-06, -0.00019839304, 0.008333329, -0.16666667)
-_COS = (2.4432413e-05, -0.001388731, 0.041666646)
+_COS = (2.4432413e-05, -0.001388731, 0.041666646, -0.5)
 _TWO_OVER_PI = 0.6366197723675814
 # pi/2 = _PIO2_1 + _PIO2_2 + _PIO2_3 + 1.1e-23; each the float32 nearest to what is left.
 _PIO2_1, _PIO2_2, _PIO2_3 = 1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15
@@ -93,13 +94,20 @@ def sin_or_cos(b: Builder, x: ir.Value, cosine: bool) -> ir.Value:
     r = magnitude
     for part in (_PIO2_1, _PIO2_2, _PIO2_3):
         r = mmath.fma(j, b.f(-part), r)
-    r2 = arith.mulf(r, r)
-    sine = mmath.fma(arith.mulf(r, r2), b.horner(_SIN, r2), r)
-    cos = mmath.fma(arith.mulf(r2, r2), b.horner(_COS, r2), mmath.fma(r2, b.f(-0.5), b.f(1.0)))
     if cosine:
         quadrant = arith.addi(quadrant, b.i(1))
     odd = arith.cmpi(arith.CmpIPredicate.ne, arith.andi(quadrant, b.i(1)), b.i(0))
+    # One polynomial per lane, its coefficients chosen by the lane's quadrant: both
+    # polynomials on every lane held too many vectors live for the registers (spills).
+    r2 = arith.mulf(r, r)
+    p = None
+    for sine_c, cosine_c in zip(_SIN, _COS, strict=True):
+        coefficient = arith.select(odd, b.f(cosine_c), b.f(sine_c))
+        p = coefficient if p is None else mmath.fma(p, r2, coefficient)
+    # r + r^3 S(r^2) on even lanes, 1 + r^2 C(r^2) on odd ones
+    base = arith.select(odd, b.f(1.0), r)
+    value = mmath.fma(arith.mulf(base, r2), p, base)
     sign = arith.shli(arith.andi(quadrant, b.i(2)), b.i(30))
     if not cosine:
         sign = arith.xori(sign, arith.andi(b.bits(x), b.i(_SIGN_BIT)))
-    return arith.bitcast(b.float, arith.xori(b.bits(arith.select(odd, cos, sine)), sign))
+    return arith.bitcast(b.float, arith.xori(b.bits(value), sign))
