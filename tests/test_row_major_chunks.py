@@ -65,6 +65,25 @@ def test_a_norm_stores_each_rows_chunks_into_the_output_in_turn(tmp_path, monkey
     """)
 
 
+def test_the_last_chunk_of_a_row_follows_its_other_chunks(tmp_path, monkeypatch) -> None:
+    """bias + GELU 128x600 in [16, 256] tiles: the last chunk of 88 columns, peeled off the
+    chunk loop, runs in the same loop over the tile's rows, right after that row's full
+    chunks (not after all 16 rows', which streams each row's end apart from the rest)."""
+    kernel = load_example_by_name("bias_gelu").KERNEL
+    args = (torch.randn(128, 600), torch.randn(600))
+    run_filecheck(_after(tmp_path, monkeypatch, kernel, args, [16, 256]), """
+        // CHECK-LABEL: func.func @bias_gelu(
+        // CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c16{{[_0-9]*}} step %c1{{[_0-9]*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<16x600xf32>)
+        // CHECK: %[[FULL:.*]] = scf.for %{{.*}} = %{{.*}} to %c512 step %c256 iter_args(%[[CHUNKS:.*]] = %[[OUT]])
+        // CHECK: tensor.insert_slice %{{.*}} into %[[CHUNKS]][%{{.*}}, %{{.*}}] [1, 256] [1, 1] : tensor<1x256xf32> into tensor<16x600xf32>
+        // CHECK: scf.for %{{.*}} iter_args(%[[LAST:.*]] = %[[FULL]])
+        // CHECK: tensor.extract_slice %{{.*}}[%{{.*}}, 512] [1, 88] [1, 1] : tensor<128x600xf32> to tensor<1x88xf32>
+        // CHECK: tensor.insert_slice %{{.*}} into %[[LAST]][%{{.*}}, 512] [1, 88] [1, 1] : tensor<1x88xf32> into tensor<16x600xf32>
+        // CHECK-NOT: tensor<16x88xf32>
+        // CHECK-LABEL: // LOWERED
+    """)
+
+
 def test_short_chunks_stay_a_block_of_rows(tmp_path, monkeypatch) -> None:
     """Chunks of 64 f32 (one vector step): the per-chunk work of one row would cost more than the
     interleaved reads (two-pass softmax with [16, 16] chunks: 5.1 ms by tiles, 6.8 by rows)."""
@@ -187,6 +206,27 @@ def test_ragged_tiles_of_rows_and_columns_match_torch(name) -> None:
     configured = helion.kernel(kernel.fn, static_shapes=True, config=helion.Config(block_sizes=[16] + [256] * loops))
     got = compile_kernel(configured.bind(args), threads=2)(*args)
     torch.testing.assert_close(got, reference(*args), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", ["bias_gelu", "swiglu", "geglu"])
+@pytest.mark.parametrize(("shape", "blocks"), [((130, 600), [16, 256]), ((300, 1000), [8, 128]), ((257, 300), [32, 128]),
+                                               ((96, 2000), [8, 256])])
+def test_elementwise_tiles_with_a_last_chunk_of_columns_match_torch(name, shape, blocks, threads) -> None:
+    """Ragged columns (and rows) in tiles of many rows: the last chunk of each row, run after
+    that row's full chunks, gives torch's numbers."""
+    example = load_example_by_name(name)
+    rows, cols = shape
+    generator = torch.Generator().manual_seed(rows + cols)
+    if name == "bias_gelu":
+        args = (torch.randn(rows, cols, generator=generator), torch.randn(cols, generator=generator))
+    elif name == "swiglu":
+        args = (torch.randn(rows, cols, generator=generator), torch.randn(rows, cols, generator=generator))
+    else:
+        args = (torch.randn(rows, 2 * cols, generator=generator),)
+    configured = helion.kernel(example.KERNEL.fn, static_shapes=True, config=helion.Config(block_sizes=blocks))
+    got = compile_kernel(configured.bind(args), threads=threads)(*args)
+    torch.testing.assert_close(got, example.reference(*args), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
