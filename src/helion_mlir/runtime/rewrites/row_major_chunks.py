@@ -59,9 +59,9 @@ from .vectorize_tiles import host_vector_shape
 
 __all__ = ["process_rows_before_column_chunks"]
 
-# Ops of a chunk loop that never carry rows (their operands and results are scalars).
 # Marks the one-iteration loop holding a chunk peeled off the end of a chunk loop.
 _PEELED_TAIL = "helion_mlir.peeled_tail"
+# Ops of a chunk loop that never carry rows (their operands and results are scalars).
 _SCALAR_OPS = re.compile(r"^(arith|math|index)\.|^affine\.apply$|^tensor\.from_elements$")
 _DYNAMIC = ir.ShapedType.get_dynamic_size()
 
@@ -462,8 +462,8 @@ def _fuse_row_loops(first: ir.Operation, second: ir.Operation) -> bool:
     (constants apart, which move before ``first``)."""
     if (len(first.results) != 1 or len(second.results) != 1
             or [use.owner.operation for use in first.results[0].uses] != [second]
-            or any(constant_index(a) != constant_index(b) for a, b in zip(list(first.operands)[:3],
-                                                                         list(second.operands)[:3]))):
+            or any(constant_index(a) is None or constant_index(a) != constant_index(b)
+                   for a, b in zip(list(first.operands)[:3], list(second.operands)[:3]))):
         return False
     between = []
     for value in [v for op in ops_where(second, lambda op: op != second) for v in op.operands]:
