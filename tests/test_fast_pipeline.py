@@ -191,14 +191,33 @@ def test_parallel_row_tiles_are_vectorized_on_openmp_taken_in_runs_without_heap_
     """)
 
 
+@pytest.mark.usefixtures("parallel_even_when_small")
 def test_collapsed_tile_grids_are_scheduled_in_runs_of_their_collapsed_trip_count() -> None:
-    """An 8x8 grid of matmul tiles on 2 workers: 64 collapsed iterations, runs of 8."""
-    text = example_module("matmul", (torch.randn(256, 64), torch.randn(64, 512)), block_sizes=[32, 64, 16])
+    """A 4x8 grid of matmul tiles on 2 workers (too few rows of tiles to share alone):
+    32 collapsed iterations, runs of 4."""
+    text = example_module("matmul", (torch.randn(128, 64), torch.randn(64, 512)), block_sizes=[32, 64, 16])
     run_filecheck(lower_module(text, "matmul", threads=2, in_place=True), """
         // CHECK-LABEL: llvm.func @matmul(
-        // CHECK: %[[CHUNK:.*]] = llvm.mlir.constant(8 : i32) : i32
+        // CHECK: %[[CHUNK:.*]] = llvm.mlir.constant(4 : i32) : i32
         // CHECK: omp.wsloop schedule(dynamic = %[[CHUNK]] : i32)
         // CHECK-NEXT: omp.loop_nest ({{.*}}, {{.*}}) : i64 = {{.*}} collapse(2)
+    """)
+
+
+@pytest.mark.usefixtures("parallel_even_when_small")
+def test_a_grid_of_many_rows_of_tiles_runs_in_parallel_over_them_each_row_in_order(tmp_path, monkeypatch) -> None:
+    """bias + GELU 128x512 in [16, 256] tiles on 2 workers: 8 rows of tiles, parallel over
+    those alone; each walks its column tiles in a loop, which runs row by row (each row read
+    in order, not 16 rows of 1 KiB per tile)."""
+    text = example_module("bias_gelu", (torch.randn(128, 512), torch.randn(512)), block_sizes=[16, 256])
+    run_filecheck(after_step(tmp_path, monkeypatch, text, "bias_gelu", "process-rows-before-column-chunks"), """
+        // CHECK-LABEL: func.func @bias_gelu(
+        // CHECK: scf.forall (%[[TILE:[a-z0-9]+]]) = (0) to (128) step (16)
+        // CHECK: scf.for %[[ROW:.*]] = %{{.*}} to %c16{{[_0-9]*}} step %c1{{[_0-9]*}} iter_args(%{{.*}}) -> (tensor<16x512xf32>)
+        // CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c256
+        // CHECK: tensor.insert_slice %{{.*}} : tensor<1x256xf32> into tensor<16x512xf32>
+        // CHECK: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[TILE]], 0] [16, 512] [1, 1]
+        // CHECK-LABEL: // LOWERED
     """)
 
 

@@ -103,7 +103,7 @@ def _passes_of(pipeline: str | None) -> tuple[str, ...]:
 
 def _parallelize_tile_loops(lowering: ModuleLowering) -> None:
     """Top-level tile loop nests whose tiles write disjoint slices become ``scf.forall``."""
-    parallelize_tile_loops(lowering.function())
+    parallelize_tile_loops(lowering.function(), threads=lowering.options.threads)
 
 
 FIRST_STAGE: tuple[Step, ...] = (

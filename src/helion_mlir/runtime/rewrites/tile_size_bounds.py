@@ -28,16 +28,12 @@ from torch_mlir import ir
 from torch_mlir.dialects import affine
 
 from .ir_walk import constant_index, defining_op, ops_where
-from .tile_parallel import perfect_nest, trip_count
+from .tile_parallel import MIN_OUTER_TILES, perfect_nest, trip_count
 from .transform_scripts import match_attribute, run_transform_script
 
 __all__ = ["peel_partial_tiles", "tile_sizes_as_affine_min"]
 
 _PEEL = "helion_mlir.peel"
-
-#: Outer tiles a grid needs for its inner loops to be peeled too: peeled, the grid is parallel
-#: over its outer loop alone (its rows; each row's inner tiles run in turn).
-MIN_OUTER_TILES = 8
 
 
 def _loop_bound_and_step(iv: ir.Value) -> tuple[ir.Value, ir.Value] | None:
