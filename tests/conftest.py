@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, settings
 from examples_util import example_names
 
 import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
+from helion_mlir.runtime.compiled_kernel import clear_kernel_cache
 from helion_mlir.runtime.rewrites import tile_parallel
-from helion_mlir.runtime.engine import clear_compile_cache
 
 settings.register_profile(
     "ci",
@@ -91,7 +91,7 @@ def parallel_even_when_small() -> Iterator[None]:
     that small test inputs exercise the parallel code that large ones get."""
     saved = tile_parallel.MIN_PARALLEL_WORK
     tile_parallel.MIN_PARALLEL_WORK = 0
-    clear_compile_cache()  # compiled functions are cached without the threshold in their key
+    clear_kernel_cache()  # compiled kernels are cached without the threshold in their key
     yield
     tile_parallel.MIN_PARALLEL_WORK = saved
-    clear_compile_cache()
+    clear_kernel_cache()

@@ -26,13 +26,13 @@ from ..lru_cache import LRUCache
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from .argument_checks import ArgumentChecks, ReadGuards, describe_value
-from .engine import compile_module
+from .engine import clear_compile_cache, compile_module
 from .host_code import HostCode
 from .iree_engine import compile_with_iree
 from .pipelines import Pipeline
 from .tuning.cache import cached_config
 
-__all__ = ["RUNTIMES", "CompiledKernel", "Runtime", "compile_kernel"]
+__all__ = ["RUNTIMES", "CompiledKernel", "Runtime", "clear_kernel_cache", "compile_kernel"]
 
 log = logging.getLogger(__name__)
 
@@ -245,3 +245,11 @@ def compile_kernel(
     if may_use_tuned:
         _CACHE.put((id(bound), None, *options), cached)
     return cached
+
+
+def clear_kernel_cache() -> None:
+    """Forget every compiled kernel and compiled function, so that the next ``compile_kernel``
+    lowers again: a compiled kernel is cached per bound kernel, config and options, not per
+    setting of the rewrites (a threshold changed in the process)."""
+    _CACHE.clear()
+    clear_compile_cache()
