@@ -19,7 +19,7 @@ from helion_mlir.cli import run as cli_run
 from helion_mlir.cli.kernel_loading import load_module
 from helion_mlir.importer.op_catalog import CATALOG
 from helion_mlir.importer.op_support import OpSupport
-from helion_mlir.runtime.iree_engine import iree_available
+from helion_mlir.runtime.iree_engine import device_available, iree_available
 from helion_mlir_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -249,6 +249,24 @@ def test_check_with_iree_reports_per_output_type_whether_iree_agrees_with_the_ji
     assert code == 1 and "1 passed, 1 failed" in out
 
 
+@pytest.mark.iree
+@pytest.mark.skipif(not iree_available(), reason="IREE is not installed")
+def test_check_with_iree_for_a_gpu_says_the_module_compiles_where_the_gpu_is_missing(capsys) -> None:
+    if device_available("vulkan"):
+        pytest.skip("a Vulkan GPU is present: the kernel runs there")
+    assert main(["check", str(ADD), "--args", ADD_ARGS, "--iree", "--device", "vulkan:rdna3"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith(str(ADD)))
+    assert row.split()[2:7] == ["9", "yes", "yes", "compiles", row.split()[6]]
+
+
+@pytest.mark.iree
+@pytest.mark.skipif(not iree_available(), reason="IREE is not installed")
+def test_run_on_iree_for_another_cpu_model_compares_with_reference_mode(capsys) -> None:
+    assert main(["run", str(ROOT / "examples" / "matmul_bf16.py"), "--runtime", "iree", "--device", "cpu:x86-64"]) == 0
+    out = capsys.readouterr().out
+    assert "runtime iree on cpu:x86-64" in out and "match: 1 output(s)" in out
+
+
 def test_ops_prints_rule_targets_and_the_support_table(capsys) -> None:
     assert main(["ops"]) == 0
     out = capsys.readouterr().out
@@ -299,6 +317,9 @@ def test_ops_measure_renders_a_fresh_measurement(monkeypatch, capsys) -> None:
         (["check", str(ROOT / "missing")], "no such file or folder"),
         (["check"], "the following arguments are required: PATH"),
         (["ops", "--args", "f32[2]"], "--args and --config describe a kernel"),
+        (["run", str(ADD), "--device", "cuda"], "--device cuda is a device IREE compiles for"),
+        (["run", str(ADD), "--runtime", "iree", "--device", "tpu:v5"], "unknown device 'tpu:v5'"),
+        (["check", str(ADD), "--device", "rocm"], "--device rocm is a device IREE compiles for"),
         ([], "the following arguments are required: COMMAND"),
     ],
 )

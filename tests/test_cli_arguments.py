@@ -18,8 +18,10 @@ import torch
 from helion_mlir import OutputType
 from helion_mlir.cli.arguments import DTYPES, ArgumentsError, arguments_from_file, describe_call, evaluate_call
 from helion_mlir.runtime.compiled_kernel import RUNTIMES
+from helion_mlir.runtime.iree_devices import DEVICE_KINDS
 from helion_mlir.runtime.pipelines import DUMP_ENVIRONMENT_VARIABLE
 from helion_mlir_cli.call_syntax import DTYPE_NAMES, INT_RANGE, CallSyntaxError, parse_call
+from helion_mlir_cli.parser import DEVICE_KINDS as PARSER_DEVICE_KINDS
 from helion_mlir_cli.parser import DUMP_PIPELINE_VARIABLE, OUTPUT_TYPES
 from helion_mlir_cli.parser import RUNTIMES as PARSER_RUNTIMES
 
@@ -48,9 +50,10 @@ def evaluate(text: str, kernel: helion.Kernel = scaled, **options) -> tuple:
     return evaluate_call(parse_call(text), kernel, **options)
 
 
-def test_the_parser_spells_the_packages_output_types_runtimes_and_dtypes() -> None:
+def test_the_parser_spells_the_packages_output_types_runtimes_devices_and_dtypes() -> None:
     assert OUTPUT_TYPES == tuple(t.value for t in OutputType)
     assert PARSER_RUNTIMES == RUNTIMES
+    assert PARSER_DEVICE_KINDS == DEVICE_KINDS
     assert DUMP_PIPELINE_VARIABLE == DUMP_ENVIRONMENT_VARIABLE
     assert tuple(DTYPES) == DTYPE_NAMES
 

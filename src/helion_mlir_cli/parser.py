@@ -12,10 +12,14 @@ from pathlib import Path
 
 from .call_syntax import DTYPE_NAMES, INT_RANGE, CallArguments, CallSyntaxError, parse_call
 
-__all__ = ["DUMP_PIPELINE_VARIABLE", "OUTPUT_TYPES", "RUNTIMES", "build_parser"]
+__all__ = ["DEVICE_KINDS", "DUMP_PIPELINE_VARIABLE", "OUTPUT_TYPES", "RUNTIMES", "build_parser"]
 
 OUTPUT_TYPES = ("raw", "linalg-on-tensors", "tosa", "stablehlo")
 RUNTIMES = ("jit", "iree")
+DEVICE_KINDS = ("cpu", "cuda", "rocm", "vulkan")
+DEVICE_HELP = ("with --runtime iree, what IREE compiles for: cpu (this CPU, the default), cpu:MODEL (an LLVM CPU "
+               "model, e.g. cpu:skylake-avx512), cuda[:sm_80], rocm[:gfx942] or vulkan[:rdna3]; a GPU module "
+               "compiles anywhere and runs where that GPU is")
 DUMP_PIPELINE_VARIABLE = "HELION_MLIR_DUMP_PIPELINE"
 
 ARGS_HELP = f"""\
@@ -54,6 +58,7 @@ examples:
   helion-mlir run examples/add.py --args 'f32[128,256], f32[128,256]'
   helion-mlir run examples/matmul_bf16.py -t stablehlo --atol 0.05
   helion-mlir run examples/softmax_one_pass.py --runtime iree
+  helion-mlir run examples/matmul_bf16.py --runtime iree --device cpu:x86-64
   helion-mlir run examples/rope.py --checked
 
 The kernel runs twice on copies of the same arguments: compiled through MLIR, and in
@@ -70,6 +75,7 @@ examples:
   helion-mlir check examples/ -t linalg -t tosa --run --shape ragged
   helion-mlir check examples/rms_norm.py --args 'f32[64,512], f32[512], 1e-5' --run
   helion-mlir check examples/ -t linalg -t stablehlo -t raw -t tosa --iree
+  helion-mlir check examples/ -t linalg --iree --device cuda:sm_89
 
 Every *.py file under the given folders is imported (folders starting with '.',
 __pycache__, build output and virtual environments are left out). The kernels of a file
@@ -78,8 +84,9 @@ from --args when given, otherwise from its file's make_args(SHAPE) and make_kwar
 a kernel without them is skipped. A file that fails to import is a failure.
 Exit status: 0 when every kernel checked passed, 1 when one failed or when nothing
 could be checked (every kernel skipped), 2 for bad usage.
---iree adds a column per output type: whether IREE compiles the module (llvm-cpu, this CPU),
-runs it, and agrees with the in-process JIT on every output (see docs/downstream.md).
+--iree adds a column per output type: whether IREE compiles the module (llvm-cpu, this CPU,
+or --device), runs it, and agrees with the in-process JIT on every output (see
+docs/downstream.md); "compiles" for a GPU module where that GPU is missing.
 
 {ARGS_HELP}"""
 
@@ -145,6 +152,15 @@ def output_type_name(text: str) -> str:
     if spelled not in OUTPUT_TYPES:
         raise argparse.ArgumentTypeError(f"unknown output type {text!r}; choose one of: {', '.join(OUTPUT_TYPES)}")
     return spelled
+
+
+def device_name(text: str) -> str:
+    """``KIND[:TARGET]`` with a kind IREE compiles for (the target is checked by iree-compile)."""
+    kind, _, target = text.strip().partition(":")
+    if kind.lower() not in DEVICE_KINDS or ":" in target or (text.count(":") == 1 and not target):
+        raise argparse.ArgumentTypeError(f"unknown device {text!r}; write KIND[:TARGET] with KIND one of: "
+                                         f"{', '.join(DEVICE_KINDS)} (e.g. cuda:sm_80, cpu:skylake-avx512)")
+    return text.strip()
 
 
 def tolerance_value(text: str) -> float:
@@ -221,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--runtime", choices=RUNTIMES, default="jit",
                      help="jit: torch-mlir's ExecutionEngine in-process (default); iree: iree-compile for "
                           "llvm-cpu and IREE's runtime (needs iree-base-compiler and iree-base-runtime)")
+    run.add_argument("--device", type=device_name, metavar="DEVICE", help=DEVICE_HELP)
     run.add_argument("--checked", action="store_true",
                      help="check every memory access at run time (plain pipeline, slower): an access out of "
                           "bounds fails naming the kernel source line instead of corrupting memory")
@@ -235,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--run", action="store_true", help="also run each verified kernel and compare with ref mode")
     check.add_argument("--iree", action="store_true",
                        help="also compile each verified kernel with IREE, run it and compare with the JIT's numbers")
+    check.add_argument("--device", type=device_name, metavar="DEVICE", help=DEVICE_HELP.replace("--runtime iree", "--iree"))
     check.add_argument("--shape", choices=("divisible", "ragged"), default="divisible",
                        help="the shape kind passed to make_args and make_kwargs (default: divisible)")
     add_tolerance_arguments(check)

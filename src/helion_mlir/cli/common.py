@@ -20,6 +20,7 @@ NEXT_FOR_STAGE = {
     "lower": "'helion-mlir ops FILE.py[:KERNEL]' lists the kernel's ops and their support per output type; "
              "or try another --output-type",
     "compile": "try another --output-type; if every output type fails, please report it",
+    "device": "run it where that GPU and its driver are, or pick another --device",
     "host": "pass arguments the kernel accepts (--args, or the file's make_args)",
     "run": "try another --output-type; if every output type fails, please report it",
     "reference": "check that the kernel runs eagerly on these --args",

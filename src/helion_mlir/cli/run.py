@@ -20,7 +20,7 @@ from ..runtime.compiled_kernel import CompiledKernel, compile_kernel
 from ..runtime.host_code import GENERATED_HOST_CODE
 from ..runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
 from .arguments import describe_value
-from .common import EXIT_FAILED, EXIT_OK, StageError, bind, stage
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError, StageError, bind, stage
 from .ops import table
 from .targets import load_target, stage_failure
 
@@ -72,26 +72,34 @@ def _clone(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _compiled(bound: Any, output_type: OutputType, config: helion.Config | None, runtime: str,
-              checked: bool = False) -> CompiledKernel:
+              checked: bool = False, device: str | None = None) -> CompiledKernel:
+    """The compiled kernel, ready to run: a GPU module whose GPU is missing here fails at the
+    ``device`` stage, after it compiled."""
     try:
-        return compile_kernel(bound, output_type=output_type, config=config, runtime=runtime, checked=checked)
+        compiled = compile_kernel(bound, output_type=output_type, config=config, runtime=runtime, checked=checked,
+                                  device=device)
     except ExecutionError as err:
         raise StageError("compile", err) from err
     except Exception as err:  # compile_kernel lowers first
         raise StageError("lower", err) from err
+    if compiled.device is not None:
+        with stage("device"):
+            compiled.function.load()
+    return compiled
 
 
 def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type: OutputType,
                     config: helion.Config | None = None, rtol: float | None = None,
-                    atol: float | None = None, runtime: str = "jit", checked: bool = False) -> RunOutcome:
+                    atol: float | None = None, runtime: str = "jit", checked: bool = False,
+                    device: str | None = None) -> RunOutcome:
     """Compile ``kernel`` through MLIR (in checked mode with ``checked``), run it (on
-    ``runtime``) and Helion's reference mode on copies of ``args``, and compare what each
-    returns and every argument either one writes.
+    ``runtime``, with IREE for ``device``) and Helion's reference mode on copies of ``args``,
+    and compare what each returns and every argument either one writes.
 
     Raises :class:`StageError` naming the step that failed.
     """
     bound = bind(kernel, args, config)
-    compiled = _compiled(bound, output_type, config, runtime, checked)
+    compiled = _compiled(bound, output_type, config, runtime, checked, device)
     mlir_args, ref_args = _clone(args), _clone(args)
     started = time.perf_counter()
     result = _run(compiled, kernel, mlir_args)
@@ -107,16 +115,17 @@ def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type
 
 def run_on_iree_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type: OutputType,
                             config: helion.Config | None = None, rtol: float | None = None,
-                            atol: float | None = None) -> RunOutcome:
-    """Run ``kernel`` through IREE and through the in-process JIT on copies of ``args`` and
-    compare IREE's outputs (returned values and written arguments) with the JIT's.
+                            atol: float | None = None, device: str | None = None) -> RunOutcome:
+    """Run ``kernel`` through IREE (compiled for ``device``, by default this CPU) and through
+    the in-process JIT on copies of ``args`` and compare IREE's outputs (returned values and
+    written arguments) with the JIT's.
 
     ``reference_seconds`` of the outcome is the JIT's run time. Raises :class:`StageError`
-    naming the step that failed (``lower``, ``compile`` and ``run`` are IREE's, ``jit``
-    the JIT's compile or run).
+    naming the step that failed (``lower``, ``compile``, ``device`` and ``run`` are IREE's,
+    ``jit`` the JIT's compile or run).
     """
     bound = bind(kernel, args, config)
-    iree = _compiled(bound, output_type, config, "iree")
+    iree = _compiled(bound, output_type, config, "iree", device=device)
     iree_args, our_args = _clone(args), _clone(args)
     started = time.perf_counter()
     result = _run(iree, kernel, iree_args)
@@ -208,15 +217,20 @@ def _ms(seconds: float) -> str:
 
 
 def run_command(options: argparse.Namespace) -> int:
+    if options.device is not None and options.runtime != "iree":
+        raise CommandError(f"--device {options.device} is a device IREE compiles for",
+                           next_step="add --runtime iree", code=EXIT_USAGE)
     target = load_target(options)
     output_type = OutputType.parse(options.output_type)
     checked = ", checked" if options.checked else ""
-    print(f"kernel {target.name} ({target.path}), output type {output_type}, runtime {options.runtime}{checked}")
+    device = f" on {options.device}" if options.device else ""
+    print(f"kernel {target.name} ({target.path}), output type {output_type}, runtime {options.runtime}{device}"
+          f"{checked}")
     print(f"args: {target.describe_args()}")
     try:
         outcome = run_and_compare(target.kernel, target.args, output_type=output_type,
                                   config=target.config, rtol=options.rtol, atol=options.atol,
-                                  runtime=options.runtime, checked=options.checked)
+                                  runtime=options.runtime, checked=options.checked, device=options.device)
     except StageError as err:
         raise stage_failure(err, target, output_type) from err.error
     rows = [

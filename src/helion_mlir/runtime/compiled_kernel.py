@@ -79,6 +79,7 @@ class CompiledKernel:
         pipeline: Pipeline | str = Pipeline.FAST,
         threads: int | None = None,
         checked: bool = False,
+        device: IreeDevice | str | None = None,
     ) -> None:
         started = time.perf_counter()
         self.output_type = OutputType.parse(output_type)
@@ -87,6 +88,10 @@ class CompiledKernel:
         pipeline = Pipeline.parse(pipeline)
         if checked and self.runtime is not Runtime.JIT:
             raise ValueError("checked mode runs on the JIT runtime")
+        if device is not None and self.runtime is not Runtime.IREE:
+            raise ValueError(f"device {str(device)!r} is one IREE compiles for: pass runtime='iree'")
+        #: What IREE compiled for (``runtime="iree"``), else None (the JIT runs on this CPU).
+        self.device = IreeDevice.parse(device) if self.runtime is Runtime.IREE else None
         self.bound = bound
         with FRONT_END_LOCK:  # what reads the bound kernel's shared compile state
             self.config = resolve_config(bound, config)
@@ -117,7 +122,7 @@ class CompiledKernel:
     def _build_function(self, pipeline: Pipeline, threads: int | None) -> Any:
         """The native function of :attr:`mlir` (a subclass may compile it elsewhere)."""
         if self.runtime is Runtime.IREE:
-            return compile_with_iree(self.mlir, self.model.name, output_type=self.output_type)
+            return compile_with_iree(self.mlir, self.model.name, output_type=self.output_type, device=self.device)
         return compile_module(self.mlir, self.model.name, output_type=self.output_type, pipeline=pipeline,
                               threads=threads, in_place=pipeline is Pipeline.FAST, checked=self.checked)
 
@@ -198,12 +203,18 @@ def compile_kernel(
     pipeline: Pipeline | str | None = None,
     threads: int | None = None,
     checked: bool = False,
+    device: IreeDevice | str | None = None,
 ) -> CompiledKernel:
     """Compile a bound Helion kernel (or a ``helion.Kernel`` with example args) for the CPU.
 
     ``runtime`` is ``"jit"`` (torch-mlir's ExecutionEngine, in-process) or ``"iree"``
-    (``iree-compile`` for llvm-cpu and IREE's runtime; needs ``iree-base-compiler`` and
+    (``iree-compile`` and IREE's runtime; needs ``iree-base-compiler`` and
     ``iree-base-runtime``). Both run the same host code with the same argument checks.
+    With IREE, ``device`` is what it compiles for: this CPU (the default), ``"cpu:MODEL"``
+    (an LLVM CPU model, e.g. ``"cpu:skylake-avx512"``), or a GPU: ``"cuda:sm_80"``,
+    ``"rocm:gfx942"``, ``"vulkan:rdna3"`` (``"cuda"``, ``"rocm"``, ``"vulkan"`` pick those
+    targets). A GPU module compiles without the GPU; calling the kernel runs it there, the
+    tensors copied to and from the device.
     For the JIT, ``pipeline`` is ``"fast"`` (parallel tiles on ``threads`` workers, default
     ``torch.get_num_threads()``, vectorized tile bodies) or ``"plain"`` (sequential scalar
     loops; see :class:`~helion_mlir.runtime.pipelines.Pipeline`); by default fast, plain
@@ -227,7 +238,8 @@ def compile_kernel(
     runtime = Runtime.parse(runtime)
     pipeline = Pipeline.parse(pipeline) if pipeline is not None else Pipeline.PLAIN if checked else Pipeline.FAST
     threads = pipeline.thread_count(threads)
-    options = (kind, runtime, pipeline, threads, checked)
+    target = IreeDevice.parse(device) if runtime is Runtime.IREE else device
+    options = (kind, runtime, pipeline, threads, checked, target)
     may_use_tuned = (config is None and runtime is Runtime.JIT and pipeline is Pipeline.FAST
                      and not _has_own_config(bound))
     if may_use_tuned:  # the tuned config is looked up once per bound kernel
@@ -240,7 +252,7 @@ def compile_kernel(
     cached = _CACHE.get(key)
     if cached is None or cached.bound is not bound:  # an id may be reused
         cached = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime, pipeline=pipeline,
-                                threads=threads, checked=checked)
+                                threads=threads, checked=checked, device=device)
         _CACHE.put(key, cached)
     if may_use_tuned:
         _CACHE.put((id(bound), None, *options), cached)

@@ -4,12 +4,15 @@ IREE is the MLIR compiler most downstream users take modules to, so running our
 modules through it checks that they are what they claim to be: plain upstream dialects
 with tensor value semantics that another MLIR stack compiles and runs as is.
 
-The module is compiled by ``iree-compile`` (from ``iree-base-compiler``) for the
-``llvm-cpu`` backend and this machine's CPU, with the input type of its output type
-(:data:`INPUT_TYPES`) and otherwise IREE's default options, the flags a user would
-pass (:data:`IREE_COMPILE_FLAGS`, one of them a workaround for a wrong-result bug). The compiler runs in a subprocess: a crash in it is
-reported as an error instead of taking the caller down. The compiled module runs on
-``iree-base-runtime``'s ``local-task`` device.
+The module is compiled by ``iree-compile`` (from ``iree-base-compiler``) for a device
+(:class:`~.iree_devices.IreeDevice`: by default the ``llvm-cpu`` backend and this machine's
+CPU; another CPU model, or a GPU, which needs no GPU to compile for), with the input type of
+its output type (:data:`INPUT_TYPES`) and otherwise IREE's default options, the flags a
+user would pass (:data:`IREE_COMPILE_FLAGS` on CPU: a workaround for a wrong-result bug).
+The compiler runs in a subprocess: a crash in it is reported as an error instead of
+taking the caller down. The compiled module runs on ``iree-base-runtime``'s driver for the
+device (``local-task`` for CPUs), loaded at the first call: a module for a GPU this
+machine lacks compiles, and only calling it fails.
 
 Arguments are checked exactly as for the ExecutionEngine (:mod:`.params`). Tensors cross
 as raw bytes (bf16, f16 and bool included) into buffers whose element type is the
@@ -41,6 +44,7 @@ from ..lru_cache import LRUCache
 from ..mlir_context import mlir_session
 from ..output_type import OutputType
 from ..verify import parse_module
+from .iree_devices import IreeDevice
 from .params import Param, TensorParam, check_scalar, check_tensor
 from .pipelines import ModuleLowering, PipelineOptions
 
@@ -50,7 +54,8 @@ try:  # optional: pip install iree-base-compiler iree-base-runtime
 except ImportError:  # pragma: no cover - exercised only where IREE is missing
     iree_runtime = None
 
-__all__ = ["INPUT_TYPES", "IREE_COMPILE_FLAGS", "IreeFunction", "compile_with_iree", "iree_available"]
+__all__ = ["INPUT_TYPES", "IREE_COMPILE_FLAGS", "IreeDevice", "IreeFunction", "compile_with_iree", "device_available",
+           "iree_available"]
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +68,13 @@ INPUT_TYPES: dict[OutputType, str] = {
     OutputType.RAW: "torch",
 }
 
-#: The flags that select the CPU backend for this machine, and one that keeps IREE 3.13 from
-#: returning wrong numbers; everything else is IREE's default. With 64-byte packing, a loop
+#: The one flag besides the device's (:meth:`IreeDevice.compile_flags`) that CPU modules are
+#: compiled with, to keep IREE 3.13 from returning wrong numbers: with 64-byte packing, a loop
 #: carrying several dynamically sized tensors carries the second one's offset as a
 #: ``util.align``, which ``iree-util-optimize-int-arithmetic`` folds to the loop's initial 0:
 #: that tensor is then read at the first one's offset (docs/downstream.md has the reproduction).
-IREE_COMPILE_FLAGS: tuple[str, ...] = (
-    "--iree-hal-target-device=local",
-    "--iree-hal-local-target-device-backends=llvm-cpu",
-    "--iree-llvmcpu-target-cpu=host",
-    "--iree-stream-resource-min-offset-alignment=1",
-)
+#: GPU modules keep IREE's default alignment, which their buffer bindings require.
+IREE_COMPILE_FLAGS: tuple[str, ...] = ("--iree-stream-resource-min-offset-alignment=1",)
 
 # Seconds iree-compile may take: generous, a big tiled kernel compiles in a few seconds.
 _COMPILE_TIMEOUT = 600
@@ -104,20 +105,37 @@ def iree_available() -> bool:
     return iree_runtime is not None
 
 
+def device_available(device: IreeDevice | str) -> bool:
+    """Whether this machine runs code compiled for ``device``: IREE's driver for it loads and
+    makes a device (any CPU model counts: the caller picks one this CPU runs)."""
+    try:
+        _Device.get(IreeDevice.parse(device).driver)
+    except ExecutionError:
+        return False
+    return True
+
+
 class _Device:
-    """The process's IREE VM instance and ``local-task`` device, made on first use."""
+    """The process's IREE VM instance and one device per driver, made on first use."""
 
     _lock = threading.Lock()
-    _made: "tuple[Any, Any] | None" = None
+    _instance: Any = None
+    _devices: "dict[str, Any]" = {}
     _functions: "weakref.WeakSet[IreeFunction]" = weakref.WeakSet()
 
     @classmethod
-    def get(cls) -> tuple[Any, Any]:
+    def get(cls, driver: str) -> tuple[Any, Any]:
+        """The VM instance and the driver's default device; raises :class:`ExecutionError`
+        when the driver has no device here (no GPU, no driver library)."""
         with cls._lock:
-            if cls._made is None:
-                instance = iree_runtime.VmInstance()
-                cls._made = (instance, iree_runtime.get_driver("local-task").create_default_device())
-            return cls._made
+            if cls._instance is None:
+                cls._instance = iree_runtime.VmInstance()
+            if driver not in cls._devices:
+                try:
+                    cls._devices[driver] = iree_runtime.get_driver(driver).create_default_device()
+                except Exception as err:  # IREE maps its status codes to several exception types
+                    raise ExecutionError(f"IREE's {driver!r} driver has no device here: {err}") from None
+            return cls._instance, cls._devices[driver]
 
     @classmethod
     def release(cls) -> None:
@@ -126,7 +144,8 @@ class _Device:
         for function in list(cls._functions):
             function.release()
         _CACHE.clear()
-        cls._made = None
+        cls._devices = {}
+        cls._instance = None
 
 
 atexit.register(_Device.release)
@@ -149,14 +168,10 @@ class IreeFunction:
         results: tuple[TensorParam, ...],
         *,
         compile_seconds: float,
+        device: IreeDevice | None = None,
     ) -> None:
-        instance, self._device = _Device.get()
-        module = iree_runtime.VmModule.copy_buffer(instance, vmfb)
-        self._context = iree_runtime.VmContext(instance, [iree_runtime.create_hal_module(instance, self._device), module])
-        self._function = module.lookup_function(func_name)
-        if self._function is None:
-            raise ExecutionError(f"IREE's module exports no @{func_name} (it has: {', '.join(module.function_names)})",
-                                 func_name=func_name, output_type=output_type.value)
+        self._vmfb = vmfb
+        self._context = self._function = self._hal_device = None
         self._lock = threading.Lock()
         _Device._functions.add(self)
         #: Estimated bytes of memory the function holds: IREE copies the module and loads
@@ -167,6 +182,36 @@ class IreeFunction:
         self.params = params
         self.results = results
         self.compile_seconds = compile_seconds
+        self.device = device or IreeDevice()
+        if self.device.is_host:  # load now: a module this machine cannot run fails at once
+            self.load()
+
+    @property
+    def vmfb(self) -> bytes:
+        """The compiled module (IREE's ``.vmfb`` flatbuffer), e.g. to deploy it elsewhere."""
+        return self._vmfb
+
+    def load(self) -> None:
+        """Load the module into a VM context on its device's driver (the first call does it
+        otherwise); raises :class:`~helion_mlir.errors.ExecutionError` when this machine has
+        no such device."""
+        with self._lock:
+            if self._context is None:
+                self._load()
+
+    def _load(self) -> None:
+        try:
+            instance, device = _Device.get(self.device.driver)
+        except ExecutionError as err:
+            raise ExecutionError(f"{err.args[0]}; the module for {self.device} compiled, running it needs that device",
+                                 func_name=self.func_name, output_type=self.output_type.value) from None
+        module = iree_runtime.VmModule.copy_buffer(instance, self._vmfb)
+        function = module.lookup_function(self.func_name)
+        if function is None:
+            raise ExecutionError(f"IREE's module exports no @{self.func_name} (it has: {', '.join(module.function_names)})",
+                                 func_name=self.func_name, output_type=self.output_type.value)
+        self._context = iree_runtime.VmContext(instance, [iree_runtime.create_hal_module(instance, device), module])
+        self._function, self._hal_device = function, device
 
     @property
     def signature(self) -> str:
@@ -176,11 +221,11 @@ class IreeFunction:
         return f"@{self.func_name}({args}) -> ({results})"
 
     def release(self) -> None:
-        """Drop the VM context and device; the function cannot be called afterwards."""
-        self._context = self._function = self._device = None
+        """Drop the VM context and device (at exit; a later call would load them again)."""
+        self._context = self._function = self._hal_device = None
 
     def __repr__(self) -> str:
-        return f"IreeFunction({self.signature}, output_type='{self.output_type.value}')"
+        return f"IreeFunction({self.signature}, output_type='{self.output_type.value}', device='{self.device}')"
 
     def __call__(self, *args: torch.Tensor | int | float | bool) -> tuple[torch.Tensor, ...]:
         """Run the function on ``args`` and return its results as new tensors.
@@ -191,6 +236,7 @@ class IreeFunction:
         """
         if len(args) != len(self.params):
             raise ArgumentError(f"{self.signature} takes {len(self.params)} argument(s), got {len(args)}")
+        self.load()
         inputs = iree_runtime.VmVariantList(len(args))
         keep_alive = []
         for index, (param, value) in enumerate(zip(self.params, args)):
@@ -210,29 +256,45 @@ class IreeFunction:
             except Exception as err:  # IREE maps its status codes to several exception types
                 raise ExecutionError(f"IREE's runtime failed: {err}", func_name=self.func_name,
                                      output_type=self.output_type.value) from None
-        return tuple(_to_tensor(outputs.get_as_object(i, iree_runtime.HalBufferView), r)
+        return tuple(self._to_tensor(outputs.get_as_object(i, iree_runtime.HalBufferView), r)
                      for i, r in enumerate(self.results))
 
     def _buffer_view(self, tensor: torch.Tensor) -> Any:
         storage, element_type = _ELEMENT_TYPES[tensor.dtype]
         raw = tensor.to(storage).reshape(-1).view(torch.uint8).numpy()
-        buffer = self._device.allocator.allocate_buffer_copy(
+        buffer = self._hal_device.allocator.allocate_buffer_copy(
             memory_type=iree_runtime.MemoryType.DEVICE_LOCAL,
             allowed_usage=iree_runtime.BufferUsage.DEFAULT,
-            device=self._device,
+            device=self._hal_device,
             buffer=raw,
         )
         return iree_runtime.HalBufferView(buffer, list(tensor.shape), getattr(iree_runtime.HalElementType, element_type))
 
+    def _to_tensor(self, view: Any, param: TensorParam) -> torch.Tensor:
+        """A new tensor of ``param``'s dtype holding a result buffer's elements."""
+        storage, _ = _ELEMENT_TYPES[param.dtype]
+        shape = list(view.shape)
+        if view.byte_length == 0:
+            return torch.empty(shape, dtype=param.dtype)
+        raw = np.array(self._host_bytes(view))
+        return torch.from_numpy(raw).view(storage).reshape(shape).to(param.dtype)
 
-def _to_tensor(view: Any, param: TensorParam) -> torch.Tensor:
-    """A new tensor of ``param``'s dtype holding a result buffer's elements."""
-    storage, _ = _ELEMENT_TYPES[param.dtype]
-    shape = list(view.shape)
-    if view.byte_length == 0:
-        return torch.empty(shape, dtype=param.dtype)
-    raw = np.array(view.map().asarray([view.byte_length], np.dtype(np.uint8)))
-    return torch.from_numpy(raw).view(storage).reshape(shape).to(param.dtype)
+    def _host_bytes(self, view: Any) -> np.ndarray:
+        """A result's bytes: mapped where the host sees its memory (CPU devices), else copied
+        by the device's queue into a host buffer first (GPU memory)."""
+        buffer = view.get_buffer()
+        visible = int(iree_runtime.MemoryType.HOST_VISIBLE)
+        if buffer.memory_type() & visible == visible:
+            return view.map().asarray([view.byte_length], np.dtype(np.uint8))
+        usage = int(iree_runtime.BufferUsage.TRANSFER_TARGET | iree_runtime.BufferUsage.MAPPING_SCOPED)
+        staging = self._hal_device.allocator.allocate_buffer(
+            memory_type=int(iree_runtime.MemoryType.HOST_LOCAL | iree_runtime.MemoryType.DEVICE_VISIBLE),
+            allowed_usage=usage, allocation_size=buffer.byte_length())
+        done = self._hal_device.create_semaphore(0)
+        self._hal_device.queue_copy(buffer, staging, wait_semaphores=iree_runtime.HalFence.create_at(done, 0),
+                                    signal_semaphores=iree_runtime.HalFence.create_at(done, 1))
+        iree_runtime.HalFence.create_at(done, 1).wait()
+        return staging.map().asarray([view.byte_length], np.dtype(np.uint8))
 
 
 # Each entry holds a VM context with its compiled module (resident memory per function,
@@ -248,20 +310,26 @@ def compile_with_iree(
     func_name: str,
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
+    device: IreeDevice | str | None = None,
     extra_flags: Sequence[str] = (),
 ) -> IreeFunction:
-    """Compile ``@func_name`` of ``module_text`` with IREE for this CPU.
+    """Compile ``@func_name`` of ``module_text`` with IREE for ``device`` (by default this
+    CPU; ``"cpu:MODEL"``, ``"cuda:sm_80"``, ``"rocm:gfx942"``, ``"vulkan:rdna3"``, see
+    :class:`~.iree_devices.IreeDevice`).
 
     Cached on the module text, function name, output type and flags (the most recently
     used, up to :data:`IREE_FUNCTION_CACHE_BYTES` of estimated memory). Raises
     :class:`~helion_mlir.errors.MLIRVerificationError` when the text does not parse and
     :class:`~helion_mlir.errors.ExecutionError` when IREE is not installed or
-    ``iree-compile`` rejects the module (quoting its errors).
+    ``iree-compile`` rejects the module (quoting its errors). A module for a GPU compiles
+    without one; calling it needs the GPU and its driver.
     """
     kind = OutputType.parse(output_type)
+    target = IreeDevice.parse(device)
     if not iree_available():
         raise ExecutionError(f"IREE is not installed ({_INSTALL_HINT})", func_name=func_name, output_type=kind.value)
-    flags = (f"--iree-input-type={INPUT_TYPES[kind]}", *IREE_COMPILE_FLAGS, *extra_flags)
+    flags = (f"--iree-input-type={INPUT_TYPES[kind]}", *target.compile_flags(),
+             *(IREE_COMPILE_FLAGS if target.is_host else ()), *extra_flags)
     key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, kind, flags)
     cached = _CACHE.get(key)
     if cached is not None:
@@ -283,8 +351,8 @@ def compile_with_iree(
                              func_name=func_name, output_type=kind.value,
                              diagnostics=_compiler_errors(done.stderr.decode(errors="replace")))
     seconds = time.perf_counter() - started
-    log.debug("@%s (%s): compiled by IREE in %.0f ms", func_name, kind.value, seconds * 1e3)
-    compiled = IreeFunction(done.stdout, func_name, kind, params, results, compile_seconds=seconds)
+    log.debug("@%s (%s, %s): compiled by IREE in %.0f ms", func_name, kind.value, target, seconds * 1e3)
+    compiled = IreeFunction(done.stdout, func_name, kind, params, results, compile_seconds=seconds, device=target)
     _CACHE.put(key, compiled)
     return compiled
 
