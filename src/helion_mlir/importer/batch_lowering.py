@@ -20,6 +20,7 @@ from torch_mlir.passmanager import PassManager
 from ..errors import HelionMLIRError, describe_target
 from ..mlir_context import format_diagnostic, pass_manager
 from ..output_type import TORCH_BACKEND_PIPELINE, OutputType
+from .bf16_conversions import convert_integers_to_bf16_through_bits
 from .cache import IMPORT_CACHE, Failure, Results
 from .graphs import NoDecomposition, NodeRecipe, decomposed_graph
 from .rewrites import decomposition_for, is_helion_full
@@ -281,6 +282,7 @@ class BatchLowering:
         """
         if self.output_type is OutputType.STABLEHLO:
             _state_broadcast_expansion(module.operation)
+        convert_integers_to_bf16_through_bits(module.operation)
         if self.output_type in _ONE_FUNCTION_PER_MODULE:
             holders = [op.operation for op in module.body.operations]
             for index, (entry, holder) in enumerate(zip(imported, holders)):

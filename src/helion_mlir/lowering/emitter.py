@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 
 from ..errors import HelionMLIRError
+from ..importer.bf16_conversions import bf16_from_f32_lines
 from ..inliner.builder import MLIRBuilder
 from ..mlir_types import (
     LOW_PRECISION_FLOATS,
@@ -78,9 +79,13 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
     if src == "f32" and dst in LOW_PRECISION_FLOATS:
         return _narrow_from_f32(dst, ssa, out, fresh), out
     if dst in ("f16", "bf16") and (src == "f64" or is_int_type(src)):
-        # torch's Half and BFloat16 are built from a float: f64 and integers round to f32 first.
+        # torch's Half and BFloat16 are built from a float: f64 and integers round to f32 first;
+        # an integer's f32 is rounded to bf16 on its bits (importer.bf16_conversions says why).
         mid_lines, mid = scalar_convert_op(src, "f32", ssa, fresh, signed)
-        tail_lines, res = scalar_convert_op("f32", dst, mid, fresh, signed)
+        if dst == "bf16" and src != "f64":
+            tail_lines, res = bf16_from_f32_lines(mid, fresh)
+        else:
+            tail_lines, res = scalar_convert_op("f32", dst, mid, fresh, signed)
         return mid_lines + tail_lines, res
     if is_float_type(src) and is_float_type(dst):
         if src in ("f16", "bf16") and dst in ("f16", "bf16"):

@@ -28,6 +28,8 @@ from ..output_type import OutputType
 from .argument_checks import ArgumentChecks, ReadGuards, describe_value
 from .engine import clear_compile_cache, compile_module
 from .host_code import HostCode
+from .host_cpu import host_cpu
+from .iree_devices import IreeDevice
 from .iree_engine import compile_with_iree
 from .pipelines import Pipeline
 from .tuning.cache import cached_config
@@ -238,7 +240,8 @@ def compile_kernel(
     runtime = Runtime.parse(runtime)
     pipeline = Pipeline.parse(pipeline) if pipeline is not None else Pipeline.PLAIN if checked else Pipeline.FAST
     threads = pipeline.thread_count(threads)
-    target = IreeDevice.parse(device) if runtime is Runtime.IREE else device
+    # The JIT's code also depends on the CPU features it may use (HELION_MLIR_CPU_FEATURES).
+    target = IreeDevice.parse(device) if runtime is Runtime.IREE else device or host_cpu()
     options = (kind, runtime, pipeline, threads, checked, target)
     may_use_tuned = (config is None and runtime is Runtime.JIT and pipeline is Pipeline.FAST
                      and not _has_own_config(bound))

@@ -26,6 +26,7 @@ from ..mlir_context import mlir_session
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from .check_failures import CheckFailures
+from .host_cpu import host_cpu
 from .openmp import openmp_library
 from .packed_pairs import pack_pairs, unpack_pairs
 from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor
@@ -432,7 +433,7 @@ def compile_module(
     """
     pipeline = Pipeline.parse(pipeline)
     options = PipelineOptions.of(pipeline, output_type, threads, in_place, checked)
-    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, pipeline, options)
+    key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, pipeline, options, host_cpu())
     with mlir_session() as (ctx, diagnostics):
         cached = _CACHE.get(key)
         if cached is not None:

@@ -3,7 +3,10 @@
 ``.to(dtype)`` involving an 8-bit float goes through :meth:`Emitter.cast` rather than
 torch-mlir: every torch-mlir backend turns it into a bare ``arith.truncf``, which loses
 torch's rules (e4m3fn saturates to +-448, e8m0 takes the magnitude, f64 is rounded to f32
-first); the cast spells them out (see docs/lowering.md, "Low-precision dtypes").
+first); the cast spells them out (see docs/lowering.md, "Low-precision dtypes"). So does
+``.to(float16 / bfloat16)`` of an integer or float64 tensor, which torch rounds through
+float32 (torch-mlir's own output is rewritten alike, :mod:`helion_mlir.importer.half_conversions`;
+this covers the raw output type too).
 
 ``tensor.view(dtype)`` between dtypes of one width is a bitcast of every element, which
 torch-mlir lowers to neither linalg nor tosa; a float4_e2m1fn_x2 tile viewed as bytes (or
@@ -41,13 +44,21 @@ def _is_low_precision(dtype: torch.dtype) -> bool:
     return dtype not in PACKED_PAIR_DTYPES and element_type(dtype) in LOW_PRECISION_FLOATS
 
 
+def _rounds_through_f32(source: torch.dtype, target: torch.dtype) -> bool:
+    """torch builds float16 and bfloat16 values from a float32: from an integer or a float64
+    it rounds twice, where torch-mlir's single conversion rounds once."""
+    return target in (torch.float16, torch.bfloat16) and (not source.is_floating_point or source == torch.float64)
+
+
 @register_lowering(torch.ops.prims.convert_element_type.default, torch.ops.aten._to_copy.default)
 def lower_convert(ctx: RuleContext, node: fx.Node) -> Any:
-    """``x.to(dtype)``: torch's conversion rules for 8-bit floats, torch-mlir for the rest."""
+    """``x.to(dtype)``: torch's conversion rules for 8-bit floats and for 16-bit floats made
+    from integers or float64, torch-mlir for the rest."""
     source = _traced_args(node)[0]
     value = ctx.tensor(source) if isinstance(source, fx.Node) else None
     result = node.meta["val"]
-    if value is None or not any(_is_low_precision(d) for d in (value.dtype, result.dtype)):
+    if value is None or not (any(_is_low_precision(d) for d in (value.dtype, result.dtype))
+                             or _rounds_through_f32(value.dtype, result.dtype)):
         return lower_aten_op(ctx, node)
     return ctx.emit.cast(value, result.dtype)
 

@@ -77,6 +77,7 @@ from ..rewrites.row_major_chunks import process_rows_before_column_chunks
 from ..rewrites.row_statistics import fuse_row_statistics
 from ..rewrites.single_element_stores import store_single_elements_in_place
 from ..rewrites.stack_buffers import promote_small_buffers_to_stack
+from ..rewrites.target_features import leave_out_cpu_features
 from ..rewrites.tile_parallel import parallelize_tile_loops
 from ..rewrites.tile_size_bounds import peel_partial_tiles
 from ..rewrites.vector_math import lower_vector_math
@@ -185,6 +186,7 @@ LAST_STAGE: tuple[Step, ...] = (
         "reconcile-unrealized-casts",
     ),
     rewrite(move_bf16_through_memory_as_i16),
+    rewrite(leave_out_cpu_features),
     check(ModuleLowering.check_lowered_to_llvm),
 )
 

@@ -7,7 +7,7 @@ to f32. Lowered the generic way (every operand extended to f32, then f32 FMAs), 
 matmul is slower than an f32 one (docs/benchmarks.md).
 
 :mod:`.vectorize_tiles` tiles the reduction of a bf16 contraction by 2 when the host has
-the instruction, so that each step is a ``vector.contract`` of an ``MR x 2`` block of A
+the instruction (:attr:`~helion_mlir.runtime.host_cpu.CpuFeatures.bf16_dot`), so that each step is a ``vector.contract`` of an ``MR x 2`` block of A
 and a ``2 x NR`` block of B into an ``MR x NR`` f32 accumulator. :func:`pair_bf16_dot_products`
 replaces each such contraction: B's two rows are interleaved into ``NR / 16`` registers
 holding (B[0, j], B[1, j]) pairs (the "VNNI" layout), each row of A's pair
@@ -24,15 +24,12 @@ Upstream MLIR has no pattern that makes ``x86.avx512.dot`` from a ``vector.contr
 
 from __future__ import annotations
 
-import functools
-
-import torch
 from torch_mlir import ir
 from torch_mlir.dialects import vector
 
 from .ir_walk import ops_where
 
-__all__ = ["DOT_LANES", "host_has_bf16_dot", "pair_bf16_dot_products"]
+__all__ = ["DOT_LANES", "pair_bf16_dot_products"]
 
 DOT_LANES = 16  # f32 lanes of one vdpbf16ps on zmm registers
 
@@ -41,13 +38,6 @@ _MATMUL_MAPS = [
     "affine_map<(d0, d1, d2) -> (d2, d1)>",
     "affine_map<(d0, d1, d2) -> (d0, d1)>",
 ]
-
-
-@functools.cache
-def host_has_bf16_dot() -> bool:
-    """Whether this CPU has AVX512-BF16 (torch's own probe of the CPU's features)."""
-    probe = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
-    return bool(probe and probe())
 
 
 def _pairs_contraction(op: ir.Operation) -> bool:

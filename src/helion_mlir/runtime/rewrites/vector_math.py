@@ -44,11 +44,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import torch
 from torch_mlir import ir
 from torch_mlir.dialects import arith, func, llvm, scf, ub, vector
 from torch_mlir.dialects import math as mmath
 
+from ..host_cpu import host_cpu
 from . import polynomial_math
 from .ir_build import declare_pure_function, flattened
 from .ir_walk import ops_where
@@ -102,14 +102,18 @@ class VectorMathLibrary:
         return f"_ZGV{self.isa}N{self.lanes}{'v' * arity}_{base}"
 
 
-@functools.cache
 def host_vector_math() -> VectorMathLibrary | None:
-    """libmvec at this CPU's widest vector width; None without it.
+    """libmvec at the widest vector width of the CPU the JIT compiles for
+    (:func:`~helion_mlir.runtime.host_cpu.host_cpu`); None without it.
 
     The library is loaded into the process with global symbols, where the JIT finds them
     as it finds libm's.
     """
-    capability = torch.backends.cpu.get_cpu_capability()
+    return _vector_math(host_cpu().capability)
+
+
+@functools.cache
+def _vector_math(capability: str) -> VectorMathLibrary | None:
     isa, lanes = next((v for k, v in _ISAS.items() if capability.startswith(k)), ("b", 4))
     try:
         library = ctypes.CDLL(_LIBRARY, mode=ctypes.RTLD_GLOBAL)

@@ -47,11 +47,10 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
 from torch_mlir import ir
 
 from ...mlir_types import LOW_PRECISION_FLOATS
-from .bf16_dot_products import host_has_bf16_dot
+from ..host_cpu import CpuFeatures, host_cpu
 from .ir_walk import indexing_maps, is_plain_contraction, iterator_types
 from .transform_scripts import match_attribute, run_transform_script
 
@@ -72,13 +71,17 @@ class VectorShape:
     bf16_pairs: bool = False  # bf16 contractions reduce pairs (AVX512-BF16's dot product, .bf16_dot_products)
 
 
-@functools.cache
 def host_vector_shape() -> VectorShape:
-    capability = torch.backends.cpu.get_cpu_capability()
-    if capability.startswith("AVX512"):
+    """The tile sizes for the CPU the JIT compiles for (:func:`~helion_mlir.runtime.host_cpu.host_cpu`)."""
+    return _vector_shape(host_cpu())
+
+
+@functools.cache
+def _vector_shape(cpu: CpuFeatures) -> VectorShape:
+    if cpu.capability.startswith("AVX512"):
         # 16 of 32 zmm registers accumulate
-        return VectorShape(lanes=16, elements=64, mr=8, nr=32, bf16_pairs=host_has_bf16_dot())
-    if capability.startswith("AVX2"):
+        return VectorShape(lanes=16, elements=64, mr=8, nr=32, bf16_pairs=cpu.bf16_dot)
+    if cpu.capability.startswith("AVX2"):
         return VectorShape(lanes=8, elements=32, mr=4, nr=16)  # 8 of 16 ymm registers accumulate
     return VectorShape(lanes=4, elements=16, mr=4, nr=8)
 
