@@ -1,24 +1,27 @@
 """Branches that carry values: an ``if`` whose branches assign variables becomes an ``scf.if``
 with one result per merged variable; a branch that leaves a variable alone yields its value
-from before the ``if``. Structure is pinned with FileCheck, numbers on CPU against torch, with
+from before the ``if``; an ``if`` carrying a tensor of dynamic shape becomes loops of zero or
+one iterations. Structure is pinned with FileCheck, numbers on CPU against torch, with
 the branch conditions varied at run time (one compiled kernel, many inputs)."""
 
 from __future__ import annotations
 
 import functools
 import string
+from pathlib import Path
 from typing import Any
 
 import helion
 import pytest
 import torch
-from examples_util import load_example_by_name
+from examples_util import load_example, load_example_by_name
 from filecheck_util import run_filecheck
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import CompiledKernel, compile_kernel, generate_mlir
+from helion_mlir.runtime.iree_engine import iree_available
 
 SSA = "[A-Za-z0-9_#]+"
 
@@ -151,3 +154,80 @@ def assert_all_close(got: Any, expected: Any, tolerance: dict[str, float]) -> No
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e, **tolerance)
+
+
+# -- branches carrying dynamically shaped tensors -------------------------------------------
+# An `if` whose results include a tensor of dynamic shape runs each working side in an
+# scf.for of zero or one iterations: compilers that follow sizes through loops but not
+# branches (IREE) know the sizes then.
+
+PORTABILITY = load_example(Path(__file__).resolve().parent / "kernels" / "portability_kernels.py")
+
+
+def _groups(lengths: list[int], k: int = 24, n: int = 20, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(seed)
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(torch.tensor(lengths, dtype=torch.int64), dim=0)
+    return torch.randn(int(offsets[-1]), k, generator=gen), torch.randn(k, n, generator=gen), offsets
+
+
+def test_if_without_else_carrying_a_dynamic_tensor_is_a_loop_of_zero_or_one_iterations() -> None:
+    # grouped_matmul_skipping_empty: `if count != 0:` around the tile loops of a group.
+    text = generate_mlir(PORTABILITY.grouped_matmul_skipping_empty.bind(_groups([5, 0, 9])))
+    filecheck(text, """
+        // CHECK-LABEL: func.func @grouped_matmul_skipping_empty(
+        // CHECK:         %[[NE:$V]] = tensor.extract %{{$V}}[] : tensor<i1>
+        // CHECK-NEXT:    %[[TRIPS:$V]] = arith.index_castui %[[NE]] : i1 to index
+        // CHECK:         %[[SIZED:$V]] = tensor.reshape %{{$V}}(%{{$V}})
+        // CHECK-NEXT:    %{{$V}} = scf.for %{{$V}} = %{{$V}} to %[[TRIPS]] step %{{$V}} iter_args(%{{$V}} = %[[SIZED]]) -> (tensor<?x?xf32>)
+        // CHECK-NOT:     scf.if
+    """)
+
+
+def test_if_and_else_storing_into_a_dynamic_tensor_are_two_loops_one_of_which_runs() -> None:
+    # row_branch with dynamic sizes: relu stores where mode == 0, sigmoid stores otherwise.
+    module = load_example_by_name("row_branch")
+    kernel = helion.kernel(module.KERNEL.fn, config=module.KERNEL.configs[0], static_shapes=False)
+    filecheck(generate_mlir(kernel.bind(module.make_args("ragged"))), """
+        // CHECK:       %[[EQ:$V]] = tensor.extract %{{$V}}[] : tensor<i1>
+        // CHECK-NEXT:  %[[THEN:$V]] = arith.index_castui %[[EQ]] : i1 to index
+        // CHECK:       %[[FIRST:$V]] = scf.for %{{$V}} = %{{$V}} to %[[THEN]] step
+        // CHECK:         arith.cmpf ugt
+        // CHECK:       %[[NOT:$V]] = arith.xori %[[EQ]], %{{$V}} : i1
+        // CHECK-NEXT:  %[[ELSE:$V]] = arith.index_castui %[[NOT]] : i1 to index
+        // CHECK:       tensor.reshape %[[FIRST]](
+        // CHECK-NEXT:  scf.for %{{$V}} = %{{$V}} to %[[ELSE]] step
+        // CHECK:         math.exp
+        // CHECK-NOT:   scf.if
+    """)
+
+
+def test_if_carrying_only_static_tensors_stays_an_scf_if() -> None:
+    module = load_example_by_name("row_branch")
+    assert "scf.if" in generate_mlir(module.KERNEL.bind(module.make_args("ragged")))
+
+
+@pytest.mark.parametrize("pipeline", ["fast", "plain"])
+@settings(max_examples=10)
+@given(lengths=st.lists(st.integers(0, 20), min_size=1, max_size=5), seed=st.integers(0, 2**16))
+def test_skipped_empty_groups_match_torch_for_any_group_sizes(pipeline: str, lengths: list[int], seed: int) -> None:
+    a, b, offsets = _groups(lengths, seed=seed)
+    got = _grouped(pipeline)(a, b, offsets)
+    torch.testing.assert_close(got, PORTABILITY.grouped_matmul_reference(a, b, offsets), rtol=1e-4, atol=1e-4)
+
+
+@functools.cache
+def _grouped(pipeline: str) -> CompiledKernel:
+    return compile_kernel(PORTABILITY.grouped_matmul_skipping_empty.bind(_groups([5, 0, 9])), pipeline=pipeline)
+
+
+@pytest.mark.iree
+@pytest.mark.skipif(not iree_available(), reason="IREE is not installed (pip install -e '.[test]')")
+@pytest.mark.parametrize("output_type", ["linalg-on-tensors", "stablehlo"])
+def test_skipped_empty_groups_compile_and_run_in_iree(output_type: str) -> None:
+    # Before: `'tensor.dim' op unexpected during shape cleanup` at the scf.if result.
+    a, b, offsets = _groups([7, 0, 12, 3])
+    compiled = compile_kernel(PORTABILITY.grouped_matmul_skipping_empty.bind((a, b, offsets)),
+                              output_type=output_type, runtime="iree")
+    torch.testing.assert_close(compiled(a, b, offsets), PORTABILITY.grouped_matmul_reference(a, b, offsets),
+                               rtol=1e-4, atol=1e-4)

@@ -159,18 +159,18 @@ def test_bad_arguments_are_rejected_before_anything_runs() -> None:
 
 
 def test_a_module_iree_rejects_is_reported_with_its_diagnostics() -> None:
-    # row_branch with static_shapes=False stores in both branches of an scf.if that yields
-    # the dynamically shaped output: IREE tracks the sizes of tensors carried by scf.for,
-    # not of scf.if results (docs/downstream.md).
-    module = load_example_by_name("row_branch")
+    # row_rescale with static_shapes=False carries a whole dynamic row through an scf.while:
+    # IREE tracks the sizes of tensors carried by scf.for, not of scf.while results
+    # (docs/downstream.md).
+    module = load_example_by_name("row_rescale")
     kernel = helion.kernel(module.KERNEL.fn, config=module.KERNEL.configs[0], static_shapes=False)
     with pytest.raises(ExecutionError) as caught:
         compile_kernel(kernel.bind(module.make_args("ragged")), runtime="iree")
     message = str(caught.value)
-    assert "@row_branch" in message and "iree-compile" in message
+    assert "@row_rescale" in message and "iree-compile" in message
     assert all(flag in message for flag in IREE_COMPILE_FLAGS)
     assert "'tensor.dim' op unexpected during shape cleanup" in message
-    assert "row_branch.py:" in message  # IREE's diagnostics point at the kernel's source lines
+    assert "row_rescale.py:" in message  # IREE's diagnostics point at the kernel's source lines
 
 
 def test_compile_kernel_with_iree_runs_the_host_code_and_writes_arguments_in_place() -> None:

@@ -67,7 +67,9 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
         if src == "index" and is_int_type(dst):
             return [f"{out} = arith.index_cast {ssa} : index to {dst}"], out
         if dst == "index" and is_int_type(src):
-            return [f"{out} = arith.index_cast {ssa} : {src} to index"], out
+            # A bool is 0 or 1 (index_cast would sign-extend true to -1).
+            op = "arith.index_castui" if src == "i1" or not signed else "arith.index_cast"
+            return [f"{out} = {op} {ssa} : {src} to index"], out
         mid_lines, mid = scalar_convert_op(src, "i64", ssa, fresh, signed)
         tail_lines, res = scalar_convert_op("i64", dst, mid, fresh, signed)
         return mid_lines + tail_lines, res

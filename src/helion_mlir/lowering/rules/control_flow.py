@@ -12,7 +12,8 @@ threads them).
   Loop bodies of a special kind (rolled reductions) have a rule of their own, registered
   for the body's graph kind.
 * ``_if(test, then_graph, else_graph, then_args, else_args)`` becomes ``scf.if`` with
-  one result per variable the branches merge (``IfGraphInfo.branches_outputs``).
+  one result per variable the branches merge (``IfGraphInfo.branches_outputs``), or, when
+  it carries a tensor of dynamic shape, ``scf.for`` loops of zero or one iterations.
 * ``_while_loop(cond_graph, body_graph, args, _)`` becomes ``scf.while``.
 """
 
@@ -202,7 +203,8 @@ def lower_if(ctx: RuleContext, node: fx.Node) -> BranchResults:
     ``N`` values of the then side followed by the ``N`` of the else side, and each ``_phi``
     after it merges results ``k`` and ``N + k``. A variable that both branches only copy
     from values defined before the ``if`` (``hi = mid`` / ``lo = mid``) is a select of the
-    two after it, not an ``scf.if`` result.
+    two after it, not an ``scf.if`` result. An ``if`` carrying a tensor of dynamic shape
+    runs its sides in loops instead (:func:`_branch_as_loops`).
     """
     test, then_gid, else_gid, then_args, else_args = node.args
     info = ctx.model.graph(int(then_gid))
@@ -238,28 +240,104 @@ def lower_if(ctx: RuleContext, node: fx.Node) -> BranchResults:
     templates: list[Value] = before + [template_of_meta(ctx, metas[k] if k < len(metas) else None) for k in kept]
     if templates:
         emit = ctx.emit
-        types = [t.type for t in templates]
-        result = emit.fresh("if")
-        lhs = f"{result}:{len(templates)} = " if len(templates) > 1 else f"{result} = "
-        header = f"{lhs}scf.if {cond.ssa} -> ({', '.join(types)}) {{"
 
-        def branch(side: int) -> None:
-            written.bind(before)
+        def side_results(side: int, carried: list[Value] | None = None) -> list[Value]:
+            """Run one side with the written tensors' values before it; what it yields."""
+            written.bind(before if carried is None else carried)
             outs = run_side(side)
             vals = written.current() + side_values(side, outs, kept)
-            vals = [_match_type(emit, x, t) for x, t in zip(vals, templates)]
-            emit.op(f"scf.yield {', '.join(x.ssa for x in vals)} : {', '.join(types)}")
+            return [_match_type(emit, x, t) for x, t in zip(vals, templates)]
 
-        with emit.region(header, "} else {", locate_footer=False):
-            branch(0)
-        with emit.region("", "}"):
-            branch(1)
-        for k, value in zip(kept, written.bind(results_named(result, templates))):
+        inits = None
+        if any(isinstance(t, Tensor) and None in t.shape for t in templates):
+            idle = _idle_side(ctx, sides, entries, kept, outer_nodes)
+            inits = _loop_inits(ctx, before, kept, templates, entries, sides, outer_nodes, idle)
+        if inits is not None:
+            results = _branch_as_loops(emit, cond, [s for s in (0, 1) if s != idle], inits, side_results)
+        else:
+            results = _branch_as_if(emit, cond, templates, side_results)
+        for k, value in zip(kept, written.bind(results)):
             merged[k] = value
     for k, (then_value, else_value) in copied.items():
         like = template_of_meta(ctx, metas[k] if k < len(metas) else None)
         merged[k] = _select(ctx.emit, cond, _match_type(ctx.emit, then_value, like), _match_type(ctx.emit, else_value, like))
     return _if_results(ctx, entries, outer_nodes, merged)
+
+
+def _branch_as_if(emit: Emitter, cond: Scalar, templates: list[Value],
+                  side_results: Callable[..., list[Value]]) -> list[Value]:
+    """``scf.if`` yielding each side's values (of the templates' types); its results."""
+    types = [t.type for t in templates]
+    result = emit.fresh("if")
+    lhs = f"{result}:{len(templates)} = " if len(templates) > 1 else f"{result} = "
+    header = f"{lhs}scf.if {cond.ssa} -> ({', '.join(types)}) {{"
+
+    def branch(side: int) -> None:
+        vals = side_results(side)
+        emit.op(f"scf.yield {', '.join(x.ssa for x in vals)} : {', '.join(types)}")
+
+    with emit.region(header, "} else {", locate_footer=False):
+        branch(0)
+    with emit.region("", "}"):
+        branch(1)
+    return results_named(result, templates)
+
+
+def _idle_side(ctx: RuleContext, sides: tuple[tuple[Any, Any], ...], entries: list[tuple[Any, ...]],
+               kept: list[int], outer_nodes: dict[str, Any]) -> int | None:
+    """The side of an ``if`` that changes nothing (writes no host tensor and leaves every
+    merged variable as it was before the ``if``), if one does: an ``if`` without ``else``."""
+    for side in (1, 0):
+        gid, args = sides[side]
+        if ctx.carried(int(gid)).names:
+            continue
+        if all(_copied_outer(ctx, entries[k][side], gid, args, outer_nodes) is not None for k in kept):
+            return side
+    return None
+
+
+def _loop_inits(ctx: RuleContext, before: list[Value], kept: list[int], templates: list[Value],
+                entries: list[tuple[Any, ...]], sides: tuple[tuple[Any, Any], ...], outer_nodes: dict[str, Any],
+                idle: int | None) -> list[Value] | None:
+    """The initial values of :func:`_branch_as_loops`: the written tensors, then each merged
+    variable's value on the idle side, or when both sides work, any value of its type (the
+    side that runs yields every variable): one a side copies from before the ``if``, else a
+    zero. None when a variable needs a zero of dynamic shape."""
+    inits = list(before)
+    for k, like in zip(kept, templates[len(before):]):
+        value = next((v for s in ((idle,) if idle is not None else (0, 1))
+                      if (v := _copied_outer(ctx, entries[k][s], *sides[s], outer_nodes)) is not None), None)
+        if value is None:
+            if isinstance(like, Tensor):
+                if None in like.shape:
+                    return None
+                value = ctx.emit.fill(like.shape, like.dtype, 0)
+            else:
+                value = ctx.emit.const(0, like.type)
+        inits.append(_match_type(ctx.emit, value, like))
+    return inits
+
+
+def _branch_as_loops(emit: Emitter, cond: Scalar, sides: list[int], inits: list[Value],
+                     side_results: Callable[..., list[Value]]) -> list[Value]:
+    """The sides of an ``if`` as ``scf.for`` loops that run zero or one times, one after the
+    other, carrying the values the ``if`` would yield: the then side's loop runs when the
+    condition holds, the else side's when it does not.
+
+    Exact: one loop runs, on the values before the ``if``, and yields every value the
+    ``if`` yields; the other returns what it is given. With only the working side of an
+    ``if`` whose other side changes nothing, the initial values are what that side leaves. Emitted when the ``if`` carries a tensor of
+    dynamic shape: compilers that follow the sizes of tensors through loops but not
+    through branches (IREE, whose shape cleanup leaves a ``tensor.dim`` of an ``scf.if``
+    result unresolved) then know them, as each loop carries its tensors with their sizes
+    stated (:meth:`Emitter.for_loop`).
+    """
+    values = inits
+    for side in sides:
+        runs = cond if side == 0 else emit.binary("arith.xori", cond, emit.const(True, "i1"))
+        values = emit.for_loop(0, emit.convert(runs, "index"), 1, values,
+                               lambda _iv, current, side=side: side_results(side, current), hint="branch")
+    return values
 
 
 def _copied_outer(ctx: RuleContext, src: int | str, gid: Any, args: list[Any], outer_nodes: dict[str, Any]) -> Any:
