@@ -168,3 +168,34 @@ def test_moved_slice_with_static_sizes_matches_torch_in_checked_mode() -> None:
     x, out = _shifted_args(37, 37)
     kernel = compile_kernel(KERNELS.add_shifted_static.bind((x, out)), checked=True)
     torch.testing.assert_close(kernel(x, out), _added_shifted(x, 37), rtol=0, atol=0)
+
+
+def _one_row_cross_entropy(pipeline: str = "fast") -> tuple[CompiledKernel, str]:
+    module = load_example_by_name("cross_entropy")
+    bound = module.KERNEL.bind(module.make_args("ragged"))
+    config = helion.Config(block_sizes=[1])
+    return compile_kernel(bound, config=config, pipeline=pipeline), generate_mlir(bound, config=config)
+
+
+def test_gather_of_one_element_is_a_one_element_slice_at_its_indices() -> None:
+    # cross_entropy one row at a time: `logits_flat[tile_r.index * vocab + target[tile_r]]`
+    # is one element; a slice, not a linalg.generic extracting it (see memory._gather_one).
+    _compiled, text = _one_row_cross_entropy()
+    filecheck(text, """
+        // CHECK:       %[[AT:$V]] = tensor.extract %{{$V}}[%{{$V}}] : tensor<1xi64>
+        // CHECK-NEXT:  %[[IDX:$V]] = arith.index_cast %[[AT]] : i64 to index
+        // CHECK:       %[[POS:$V]] = arith.minsi %{{$V}}, %{{$V}} : index
+        // CHECK-NEXT:  %[[ONE:$V]] = tensor.extract_slice %logits_flat[%[[POS]]] [1] [1] : tensor<3700xf32> to tensor<f32>
+        // CHECK-NEXT:  %{{$V}} = tensor.expand_shape %[[ONE]] [] output_shape [1] : tensor<f32> into tensor<1xf32>
+    """)
+    assert "tensor.extract %logits_flat" not in text
+
+
+@pytest.mark.parametrize("pipeline", ["fast", "plain"])
+def test_one_element_gathers_match_torch(pipeline: str) -> None:
+    module = load_example_by_name("cross_entropy")
+    logits, target = module.make_args("ragged")
+    compiled, _text = _one_row_cross_entropy(pipeline)
+    for seed in range(3):
+        target = torch.randint(0, logits.size(1), target.shape, generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(compiled(logits, target), module.reference(logits, target), **module.TOLERANCE)

@@ -123,6 +123,8 @@ def _index_tensor_maps(accesses: Sequence[DimAccess], rank: int) -> tuple[list[T
 def gather(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], fill: Any = 0) -> Tensor:
     """A load with tensor indices: one ``tensor.extract`` per lane inside a ``linalg.generic``."""
     out_shape = value_shape(accesses)
+    if out_shape and all(d == 1 for d in out_shape):
+        return _gather_one(emit, host, accesses, fill)
     rank = len(out_shape)
     tensors, maps, which = _index_tensor_maps(accesses, rank)
     dims = [f"d{i}" for i in range(rank)]
@@ -155,6 +157,41 @@ def gather(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], fill: Any
             elem = sel
         emit.op(f"linalg.yield {elem} : {element_type(host.dtype)}")
     return result
+
+
+def _gather_one(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], fill: Any) -> Tensor:
+    """A gather of one element as a one-element ``tensor.extract_slice`` at the coordinates
+    its indices give.
+
+    Not a ``linalg.generic`` extracting the element: compilers fold its unit dimensions, and
+    MLIR's linalg vectorizer turns a 0-d ``linalg.generic`` that computes with a
+    ``tensor.extract`` into invalid IR (``'arith.subf' op requires the same type for all
+    operands``); IREE fuses such a gather into its consumer and fails on it
+    (docs/downstream.md). The slice keeps the element in a tensor, whatever its type.
+    """
+    zero = emit.index(0).ssa
+    index_elements = {
+        pos: emit.assign("ie", f"tensor.extract {a.index.ssa}[{', '.join([zero] * a.index.rank)}] : {a.index.type}")
+        for pos, a in enumerate(accesses) if a.kind is AccessKind.TENSOR and a.index is not None
+    }
+    coords = _coordinates(emit, host, accesses, lambda _d: zero, index_elements)
+    ones = ", ".join(["1"] * host.rank)
+    scalar_type = f"tensor<{element_type(host.dtype)}>"
+    piece = emit.assign("one", f"tensor.extract_slice {host.ssa}[{', '.join(coords)}] [{ones}] [{ones}]"
+                               f" : {host.type} to {scalar_type}")
+    shape = tuple(value_shape(accesses))
+    result = Tensor(emit.fresh("gather"), shape, host.dtype)
+    emit.op(f"{result.ssa} = tensor.expand_shape {piece} [] output_shape [{', '.join(['1'] * len(shape))}]"
+            f" : {scalar_type} into {result.type}")
+    cond = valid_lane_condition(emit, accesses, lambda _d: zero)
+    if cond is None:
+        return result
+    fill_c = emit.const(fill, element_type(host.dtype))
+
+    def body(args: list[str], _index: Callable[[int], str]) -> str:
+        return emit.assign("sel", f"arith.select {cond}, {args[0]}, {fill_c.ssa} : {element_type(host.dtype)}")
+
+    return emit.elementwise([result], result.shape, result.dtype, body, hint="masked")
 
 
 def load_value(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
