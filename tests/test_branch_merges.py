@@ -231,3 +231,21 @@ def test_skipped_empty_groups_compile_and_run_in_iree(output_type: str) -> None:
                               output_type=output_type, runtime="iree")
     torch.testing.assert_close(compiled(a, b, offsets), PORTABILITY.grouped_matmul_reference(a, b, offsets),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("options", [{"pipeline": "fast"}, {"pipeline": "plain"},
+                                     pytest.param({"runtime": "iree"}, marks=[pytest.mark.iree, pytest.mark.skipif(
+                                         not iree_available(), reason="IREE is not installed")])],
+                         ids=["fast", "plain", "iree"])
+def test_both_sides_storing_and_computing_a_kept_value_match_torch_as_loops(options: dict[str, str]) -> None:
+    # signed_rows: both sides store into the dynamic output and compute `kept`; the first
+    # loop starts from a zero tile for it, which the side that runs replaces.
+    gen = torch.Generator().manual_seed(4)
+    x, flip = torch.randn(7, 37, generator=gen), torch.randint(0, 2, (7,), generator=gen, dtype=torch.int32)
+    text = generate_mlir(PORTABILITY.signed_rows.bind((x, flip)))
+    assert "scf.if" not in text and text.count("iter_args") >= 4
+    compiled = compile_kernel(PORTABILITY.signed_rows.bind((x, flip)), **options)
+    for flags in (flip, 1 - flip, torch.zeros_like(flip), torch.ones_like(flip)):
+        got = compiled(x, flags)
+        for g, e in zip(got, PORTABILITY.signed_rows_reference(x, flags)):
+            torch.testing.assert_close(g, e)

@@ -53,3 +53,28 @@ def grouped_matmul_skipping_empty(a: torch.Tensor, b: torch.Tensor, offsets: tor
 
 def grouped_matmul_reference(a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     return (a.float() @ b.float()).to(a.dtype)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16]), static_shapes=False)
+def signed_rows(x: torch.Tensor, flip: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row stored as is or negated by its flag, both sides of the ``if`` storing and
+    computing the value kept after it (the row's tiles' running total of what was stored)."""
+    rows, cols = x.size()
+    out = torch.empty_like(x)
+    totals = torch.empty([rows, cols], dtype=x.dtype, device=x.device)
+    for row in hl.grid(rows):
+        for tile in hl.tile(cols):
+            vals = x[row, tile]
+            if flip[row] != 0:
+                out[row, tile] = -vals
+                kept = -vals * 2
+            else:
+                out[row, tile] = vals
+                kept = vals * 3
+            totals[row, tile] = kept
+    return out, totals
+
+
+def signed_rows_reference(x: torch.Tensor, flip: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    sign = torch.where(flip[:, None] != 0, -1.0, 1.0)
+    return x * sign, torch.where(flip[:, None] != 0, -2 * x, 3 * x)

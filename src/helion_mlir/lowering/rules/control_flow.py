@@ -248,7 +248,7 @@ def lower_if(ctx: RuleContext, node: fx.Node) -> BranchResults:
             vals = written.current() + side_values(side, outs, kept)
             return [_match_type(emit, x, t) for x, t in zip(vals, templates)]
 
-        inits = None
+        inits, idle = None, None
         if any(isinstance(t, Tensor) and None in t.shape for t in templates):
             idle = _idle_side(ctx, sides, entries, kept, outer_nodes)
             inits = _loop_inits(ctx, before, kept, templates, entries, sides, outer_nodes, idle)
@@ -303,19 +303,18 @@ def _loop_inits(ctx: RuleContext, before: list[Value], kept: list[int], template
     variable's value on the idle side, or when both sides work, any value of its type (the
     side that runs yields every variable): one a side copies from before the ``if``, else a
     zero. None when a variable needs a zero of dynamic shape."""
-    inits = list(before)
-    for k, like in zip(kept, templates[len(before):]):
-        value = next((v for s in ((idle,) if idle is not None else (0, 1))
-                      if (v := _copied_outer(ctx, entries[k][s], *sides[s], outer_nodes)) is not None), None)
-        if value is None:
-            if isinstance(like, Tensor):
-                if None in like.shape:
-                    return None
-                value = ctx.emit.fill(like.shape, like.dtype, 0)
-            else:
-                value = ctx.emit.const(0, like.type)
-        inits.append(_match_type(ctx.emit, value, like))
-    return inits
+    copies = [next((v for s in ((idle,) if idle is not None else (0, 1))
+                    if (v := _copied_outer(ctx, entries[k][s], *sides[s], outer_nodes)) is not None), None)
+              for k in kept]
+    likes = templates[len(before):]
+    if any(v is None and isinstance(t, Tensor) and None in t.shape for v, t in zip(copies, likes)):
+        return None
+    emit = ctx.emit
+
+    def zero(like: Value) -> Value:
+        return emit.fill(like.shape, like.dtype, 0) if isinstance(like, Tensor) else emit.const(0, like.type)
+
+    return list(before) + [_match_type(emit, v if v is not None else zero(t), t) for v, t in zip(copies, likes)]
 
 
 def _branch_as_loops(emit: Emitter, cond: Scalar, sides: list[int], inits: list[Value],
@@ -326,11 +325,11 @@ def _branch_as_loops(emit: Emitter, cond: Scalar, sides: list[int], inits: list[
 
     Exact: one loop runs, on the values before the ``if``, and yields every value the
     ``if`` yields; the other returns what it is given. With only the working side of an
-    ``if`` whose other side changes nothing, the initial values are what that side leaves. Emitted when the ``if`` carries a tensor of
-    dynamic shape: compilers that follow the sizes of tensors through loops but not
-    through branches (IREE, whose shape cleanup leaves a ``tensor.dim`` of an ``scf.if``
-    result unresolved) then know them, as each loop carries its tensors with their sizes
-    stated (:meth:`Emitter.for_loop`).
+    ``if`` whose other side changes nothing, the initial values are what that side leaves.
+    Emitted when the ``if`` carries a tensor of dynamic shape: compilers that follow the
+    sizes of tensors through loops but not through branches (IREE, whose shape cleanup
+    leaves a ``tensor.dim`` of an ``scf.if`` result unresolved) then know them, as each
+    loop carries its tensors with their sizes stated (:meth:`Emitter.for_loop`).
     """
     values = inits
     for side in sides:
