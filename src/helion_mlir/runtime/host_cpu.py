@@ -31,12 +31,7 @@ class CpuFeatures:
 
     capability: str
     bf16_dot: bool
-    removed: tuple[str, ...] = ()
-
-    @property
-    def target_features(self) -> str | None:
-        """The ``target-features`` every JIT function carries, None for the host's own."""
-        return ",".join(f"-{name}" for name in self.removed) or None
+    removed: tuple[str, ...] = ()  # LLVM feature names, without the leading '-'
 
 
 def host_cpu() -> CpuFeatures:
