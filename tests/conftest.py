@@ -6,6 +6,8 @@ same examples; ``explore`` runs thousands of random examples when hunting for bu
 
 The config fuzzer (tests/test_config_fuzz.py) takes ``--fuzz-configs N`` (configs per
 example, 2 in CI) and ``--fuzz-seed S`` (0 in CI; another seed draws other configs).
+``--iree-gpu-all`` compiles every example for every GPU target (tests/test_iree_gpu_targets.py;
+CI compiles a subset).
 
 Tests marked ``stress`` repeat what a default test does at full size (many rounds of
 threads, say); they take minutes and run only with ``--stress``
@@ -49,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fuzz-seed", type=int, default=0, metavar="S",
                     help="base seed of the fuzzed configs (default 0: the configs CI checks)")
     parser.addoption("--stress", action="store_true", help="also run the tests marked stress (minutes each)")
+    parser.addoption("--iree-gpu-all", action="store_true",
+                     help="compile every example for every GPU target in tests/test_iree_gpu_targets.py "
+                          "(about an hour on one core; CI compiles a representative subset)")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

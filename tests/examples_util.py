@@ -9,15 +9,20 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import helion
+import pytest
 import torch
 from torch.utils._pytree import tree_map
 
+from helion_mlir.errors import ExecutionError
+from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.iree_engine import device_available
 from helion_mlir.runtime.reference import reference_kernel as ref_mode_kernel
 from helion_mlir.runtime.reference import register_cpu_matmul_dtype_overloads
 
@@ -122,6 +127,35 @@ def assert_matches(got: Any, expected: Any, tolerance: dict[str, float], where: 
 def bound_args(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     """Every argument in signature order, keywords placed and defaults applied (what ``bind`` takes)."""
     return tuple(kernel.normalize_args(*args, **kwargs))
+
+
+def run_through_iree(kernel: helion.Kernel, module: ModuleType, output_type: str, where: str, *,
+                     compile_gap: str | None = None, run_gap: str | None = None, **options: Any) -> None:
+    """Compile an example bound to its ragged arguments with IREE (``compile_kernel(...,
+    runtime="iree", **options)``), run it where its device is, and compare with Helion's
+    reference mode. A known gap must fail as its pattern says: ``compile_gap`` in
+    iree-compile, ``run_gap`` on IREE's runtime, a known numeric gap by differing."""
+    args, kwargs = example_call(module, "ragged")
+    bound = kernel.bind(bound_args(kernel, args, kwargs))
+    if compile_gap is not None:
+        with pytest.raises(ExecutionError, match="iree-compile") as refused:
+            compile_kernel(bound, output_type=output_type, runtime="iree", **options)
+        assert re.search(compile_gap, str(refused.value)), f"{where}: another error than the known gap"
+        return
+    compiled = compile_kernel(bound, output_type=output_type, runtime="iree", **options)
+    if not device_available(compiled.device):
+        return  # compiled for a GPU this machine lacks
+    if run_gap is not None:
+        with pytest.raises(ExecutionError, match=run_gap):
+            compiled(*clone_args(args), **clone_kwargs(kwargs))
+        return
+    got = compiled(*clone_args(args), **clone_kwargs(kwargs))
+    expected, _torch = run_reference_mode(module, "ragged")
+    if (module.__name__.rsplit(".", 1)[-1], output_type) in KNOWN_NUMERIC_GAPS:
+        with pytest.raises(AssertionError):
+            assert_matches(got, expected, module.TOLERANCE, where)
+        return
+    assert_matches(got, expected, module.TOLERANCE, where)
 
 
 def bind_example(module: ModuleType, shape: str = "divisible") -> Any:

@@ -7,7 +7,6 @@ Run alone with ``scripts/test -m iree`` (or deselect with ``-m "not iree"``).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import helion
@@ -15,19 +14,11 @@ import pytest
 
 from examples_util import (
     HELION_NEEDS_STATIC_SHAPES,
-    KNOWN_NUMERIC_GAPS,
-    assert_matches,
-    bound_args,
-    clone_args,
-    clone_kwargs,
     dynamic_shapes_kernel,
-    example_call,
     example_names,
     load_example_by_name,
-    run_reference_mode,
+    run_through_iree,
 )
-from helion_mlir.errors import ExecutionError
-from helion_mlir.runtime.compiled_kernel import compile_kernel
 from helion_mlir.runtime.iree_engine import iree_available
 
 pytestmark = [
@@ -68,10 +59,9 @@ DYNAMIC += [("softmax_one_pass", "stablehlo"), ("cross_entropy", "stablehlo"), (
 _UNRESOLVED_SIZE = r"'tensor\.dim' op unexpected during shape cleanup"
 KNOWN_DYNAMIC_COMPILE_GAPS = {
     **KNOWN_COMPILE_GAPS,
-    # IREE tracks the sizes of tensors carried by scf.for only: the result of an scf.if (a
-    # store in one branch) or scf.while of dynamic shape keeps a tensor.dim.
-    **{(name, t): _UNRESOLVED_SIZE for t in OUTPUT_TYPES
-       for name in ("cross_entropy_ignore", "routed_accumulate", "row_branch", "row_rescale", "tile_branch")},
+    # IREE tracks the sizes of tensors carried by scf.for only: the result of an scf.while of
+    # dynamic shape keeps a tensor.dim (branches carrying them are emitted as loops).
+    **{("row_rescale", t): _UNRESOLVED_SIZE for t in OUTPUT_TYPES},
     # torch-mlir's TOSA of a broadcast against a whole dynamic row leaves sizes IREE cannot resolve.
     ("rms_norm", "tosa"): _UNRESOLVED_SIZE,
     # torch-mlir guards dynamic stablehlo broadcasts with shape.cstr_broadcastable/shape.assuming.
@@ -82,27 +72,10 @@ KNOWN_DYNAMIC_COMPILE_GAPS = {
 
 
 def _run_through_iree(kernel: helion.Kernel, module: Any, output_type: str, where: str,
-                      compile_gaps: dict[tuple[str, str], str]) -> None:
-    args, kwargs = example_call(module, "ragged")
-    bound = kernel.bind(bound_args(kernel, args, kwargs))
+                      compile_gaps: dict[tuple[str, str], str], **options: Any) -> None:
     key = (module.__name__.rsplit(".", 1)[-1], output_type)
-    if key in compile_gaps:
-        with pytest.raises(ExecutionError, match="iree-compile") as refused:
-            compile_kernel(bound, output_type=output_type, runtime="iree")
-        assert re.search(compile_gaps[key], str(refused.value)), f"{where}: another error than the known gap"
-        return
-    compiled = compile_kernel(bound, output_type=output_type, runtime="iree")
-    if key in KNOWN_RUN_GAPS:
-        with pytest.raises(ExecutionError, match=KNOWN_RUN_GAPS[key]):
-            compiled(*clone_args(args), **clone_kwargs(kwargs))
-        return
-    got = compiled(*clone_args(args), **clone_kwargs(kwargs))
-    expected, _torch = run_reference_mode(module, "ragged")
-    if key in KNOWN_NUMERIC_GAPS:
-        with pytest.raises(AssertionError):
-            assert_matches(got, expected, module.TOLERANCE, where)
-        return
-    assert_matches(got, expected, module.TOLERANCE, where)
+    run_through_iree(kernel, module, output_type, where, compile_gap=compile_gaps.get(key),
+                     run_gap=KNOWN_RUN_GAPS.get(key), **options)
 
 
 @pytest.mark.parametrize("output_type", OUTPUT_TYPES)
@@ -117,3 +90,29 @@ def test_example_with_dynamic_shapes_compiles_and_runs_in_iree(name: str, output
     module = load_example_by_name(name)
     _run_through_iree(dynamic_shapes_kernel(name), module, output_type, f"{name} [{output_type}, dynamic, IREE]",
                       KNOWN_DYNAMIC_COMPILE_GAPS)
+
+
+# The examples computing in 16-bit floats, compiled for a CPU this one can run that lacks its
+# bfloat16 and float16 instructions: a baseline x86-64 (no AVX, F16C or AVX512-BF16; an AVX-512
+# CPU without AVX512-BF16 is in test_cpu_portability.py). Code must not depend on the host
+# having them.
+HALF_PRECISION = ["attention_causal", "bias_gelu", "fp8_quantize", "fp8_scaled_gemm", "gelu_tanh_manual", "int4_gemm",
+                  "layer_norm", "matmul_bf16", "nvfp4_gemv_grouped", "swiglu"]
+
+
+@pytest.mark.parametrize("output_type", ["linalg-on-tensors", "stablehlo"])
+@pytest.mark.parametrize("name", HALF_PRECISION)
+def test_example_in_16_bit_floats_runs_in_iree_on_a_cpu_without_native_bf16(name: str, output_type: str) -> None:
+    module = load_example_by_name(name)
+    _run_through_iree(module.KERNEL, module, output_type, f"{name} [{output_type}, IREE on x86-64]",
+                      KNOWN_COMPILE_GAPS, device="cpu:x86-64")
+
+
+@pytest.mark.parametrize("output_type", ["linalg-on-tensors", "stablehlo"])
+def test_one_row_tiles_gathering_one_element_each_compile_and_run_in_iree(output_type: str) -> None:
+    # Rows one at a time: the gathered target logit is one element, which IREE fuses into
+    # the row's log-sum-exp; as a linalg.generic extracting it, MLIR's vectorizer made
+    # invalid IR of the fused 0-d op ('arith.subf' op requires the same type ...).
+    module = load_example_by_name("cross_entropy")
+    _run_through_iree(module.KERNEL, module, output_type, f"cross_entropy [{output_type}, block 1, IREE]",
+                      KNOWN_COMPILE_GAPS, config=helion.Config(block_sizes=[1]))
