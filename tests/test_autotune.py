@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ import torch
 from examples_util import load_example_by_name
 from kernels import tuning_kernels
 
-from helion_mlir.errors import ExecutionError, HelionMLIRError
+from helion_mlir.errors import ExecutionError, HelionMLIRError, WorkerDiedError
 from helion_mlir.output_type import OutputType
 from helion_mlir.runtime import compiled_kernel, helion_backend
 from helion_mlir.runtime.tuning import session as tuning_session
@@ -46,19 +45,14 @@ pytestmark = pytest.mark.xdist_group("autotune")
 
 
 @pytest.fixture(scope="module")
-def worker() -> Iterator[JITWorker]:
-    """One JIT worker for the module's tuning runs (each start costs seconds)."""
-    shared = JITWorker()
-    yield shared
-    shared.close()
+def worker(tuning_worker: JITWorker) -> JITWorker:
+    """The JIT worker of the module's tuning runs."""
+    return tuning_worker
 
 
 @pytest.fixture(autouse=True)
-def _tuning_setup(worker: JITWorker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tuning_session, "shared_worker", lambda: worker)
-    monkeypatch.setenv("HELION_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("HELION_FORCE_AUTOTUNE", "HELION_SKIP_CACHE", "HELION_AUTOTUNER", helion_backend.LEGACY_DEFAULT_CONFIG_ENV):
-        monkeypatch.delenv(name, raising=False)
+def _tuning_setup(tuning_run_worker: JITWorker) -> None:
+    pass
 
 
 def mlir_kernel(fn: Any, **settings: Any) -> helion.Kernel:
@@ -240,6 +234,7 @@ def test_candidates_that_fail_to_lower_crash_or_compute_wrong_numbers_are_skippe
     torch.testing.assert_close(result, x)
     assert kernel.bind((x,))._config == configs[3]
     assert run.failures == 1 and "block size" in caplog.text  # the lowering's reason is logged
+    assert run.dropped == 1 and "(worker died)" in caplog.text  # the abort, tried twice, is no compile failure
     assert worker.started > started  # the abort ended a worker, not this process
 
 
@@ -422,14 +417,18 @@ SPIN = _module("spin", """
   return %r : tensor<4xf32>""")
 
 
-def test_worker_abort_fails_the_run_and_a_new_worker_takes_over(worker: JITWorker) -> None:
+def test_worker_abort_is_tried_again_then_fails_the_run_and_a_new_worker_takes_over(
+        worker: JITWorker, caplog: pytest.LogCaptureFixture) -> None:
     x = torch.arange(4.0)
     aborting = worker.compile(ABORT)
     started = worker.started
-    with pytest.raises(ExecutionError, match="killed by SIGABRT while running @boom"):
+    with caplog.at_level("WARNING"), pytest.raises(WorkerDiedError, match="killed by SIGABRT while running @boom"):
         aborting(x)
+    assert worker.started == started + 1  # tried once more in a new worker
+    assert worker.dropped(aborting.key) and worker.failure(aborting.key) is None  # not a compile failure
+    assert "trying again in a new worker" in caplog.text and "(worker died)" in caplog.text
     (doubled,) = worker.compile(DOUBLE)(x)
-    assert torch.equal(doubled, x * 2) and worker.started == started + 1
+    assert torch.equal(doubled, x * 2) and worker.started == started + 2
 
 
 def test_worker_abandons_a_run_past_its_time_limit(worker: JITWorker, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -44,8 +44,11 @@ def tune_command(options: argparse.Namespace) -> int:
     if result.from_cache:
         print(f"cached result: nothing compiled or timed ({result.seconds:.1f} s)")
     else:
-        failed = f", {result.failures} did not compile" if result.failures else ""
-        print(f"searched {result.candidates} configs ({result.timed} distinct modules timed{failed}) "
+        problems = [f"{result.failures} did not compile"] if result.failures else []
+        if result.dropped:
+            problems.append(f"{result.dropped} dropped: their JIT worker died each time they were tried")
+        problems_text = f"; {', '.join(problems)}" if problems else ""
+        print(f"searched {result.candidates} configs ({result.timed} distinct modules timed{problems_text}) "
               f"in {result.seconds:.1f} s")
     print(f"best config: {_decorator_config(result.config.minimize(result.bound.config_spec))}")
     _print_comparison(target, result, output_type)

@@ -14,7 +14,10 @@
 :func:`cpu_do_bench` and :func:`cpu_interleaved_bench` are the backend's timers. Helion
 hands them a callable that runs the whole kernel; when that callable runs one candidate in
 the worker, the worker times the candidate's device function there (:mod:`.timing`), with
-the same thread count as the real call; otherwise the callable is timed here.
+the same thread count as the real call; otherwise the callable is timed here. When the
+worker dies while timing, the timers run the candidates again in a new worker and time
+them once more; a second death fails the timing
+(:class:`~helion_mlir.errors.WorkerDiedError`), and Helion drops the candidate.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from helion.autotuner import LFBOTreeSearch, search_algorithms
@@ -35,14 +38,14 @@ from helion.autotuner.base_cache import should_skip_cache
 from helion.autotuner.effort_profile import get_effort_profile
 from helion.runtime.settings import default_autotuner_fn
 
-from ...errors import HelionMLIRError
+from ...errors import HelionMLIRError, WorkerDiedError
 from ...output_type import OutputType
 from ..compiled_kernel import CompiledKernel
 from .cache import cache_class_for, cached_config
 from .protocol import CandidateModule
 from .search_space import cpu_config_overrides
 from .timing import interleave, measure, summarize
-from .worker import JITWorker, RemoteFunction, collecting, recorded_calls, shared_worker
+from .worker import ATTEMPTS, JITWorker, RemoteFunction, collecting, recorded_calls, shared_worker
 
 __all__ = [
     "CandidateKernel",
@@ -97,6 +100,7 @@ class TuningSession:
         self.worker = worker
         self._candidates: dict[str, CandidateKernel] = {}
         self.failures = 0  # configs that did not lower or compile (counted at the end)
+        self.dropped = 0  # modules given up because their worker died each time (not among the failures)
         self.timed = 0  # distinct modules timed
         self.seconds = 0.0
 
@@ -227,7 +231,11 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
         for name, value in saved.items():
             setattr(settings, name, value)
         session.timed = len(session.worker.timed)
-        session.failures += sum(1 for c in session.kernels if session.worker.failure(c.module_key) is not None)
+        modules = {c.module_key for c in session.kernels}
+        session.dropped = sum(1 for key in modules if session.worker.dropped(key))
+        session.failures += sum(1 for c in session.kernels
+                                if session.worker.failure(c.module_key) is not None
+                                and not session.worker.dropped(c.module_key))
         session.seconds = time.perf_counter() - started
         try:
             session.worker.forget()
@@ -242,15 +250,37 @@ def _remote_call(fn: Callable[[], object]) -> RemoteFunction | None:
     return calls[0] if len(calls) == 1 else None
 
 
+T = TypeVar("T")
+
+
+def _timed_in_worker(fns: Sequence[Callable[[], object]],
+                     timer: Callable[[list[RemoteFunction]], list[T]]) -> list[T] | None:
+    """Run each of ``fns`` once and, if each ran one candidate in the worker (the same
+    worker), time them there with ``timer``; None otherwise. A worker that dies while
+    timing is replaced, and ``fns`` run and timed again, once."""
+    for attempt in range(1, ATTEMPTS + 1):
+        remotes = [_remote_call(fn) for fn in fns]
+        functions = [r for r in remotes if r is not None]
+        if not remotes or len(functions) < len(remotes) or len({id(r.worker) for r in functions}) != 1:
+            return None
+        try:
+            return timer(functions)
+        except WorkerDiedError as err:
+            if attempt == ATTEMPTS:
+                if len(functions) == 1:
+                    functions[0].worker.drop(functions[0].module, "timing it", err)
+                raise
+            log.warning("%s; running and timing again in a new worker", err.summary)
+    raise AssertionError("unreachable")
+
+
 def cpu_do_bench(fn: Callable[[], object], warmup: float = 25, rep: float = 100, grad_to_none: Any = None,
                  quantiles: Sequence[float] | None = None, return_mode: str = "mean",
                  process_group_name: str | None = None, **_options: object) -> float | tuple[float, ...] | list[float]:
     """Helion's ``do_bench`` for CPU kernels: wall-clock samples of ``fn`` (ms), reduced by
     ``return_mode`` or ``quantiles``; ``warmup`` and ``rep`` are millisecond budgets."""
-    remote = _remote_call(fn)
-    if remote is not None:
-        samples = remote.worker.time(remote, warmup_ms=warmup, rep_ms=rep)
-    else:
+    samples = _timed_in_worker([fn], lambda fs: fs[0].worker.time(fs[0], warmup_ms=warmup, rep_ms=rep))
+    if samples is None:
         samples = measure(fn, warmup_ms=warmup, rep_ms=rep)
     return summarize(samples, return_mode, quantiles)
 
@@ -259,11 +289,7 @@ def cpu_interleaved_bench(fns: Sequence[Callable[[], object]], *, repeat: int, d
                           max_total_ms: float | None = None, **_options: object) -> list[float]:
     """Helion's ``interleaved_bench`` for CPU kernels: the median of each callable's samples,
     taken round-robin (see :func:`.timing.interleave`)."""
-    remotes = [_remote_call(fn) for fn in fns]
-    workers = {id(r.worker) for r in remotes if r is not None}
-    if remotes and all(r is not None for r in remotes) and len(workers) == 1:
-        functions = [r for r in remotes if r is not None]
-        samples = functions[0].worker.interleave(functions, repeat=repeat, max_total_ms=max_total_ms)
-    else:
+    samples = _timed_in_worker(fns, lambda fs: fs[0].worker.interleave(fs, repeat=repeat, max_total_ms=max_total_ms))
+    if samples is None:
         samples = interleave(list(fns), repeat=repeat, max_total_ms=max_total_ms)
     return [statistics.median(s) for s in samples]

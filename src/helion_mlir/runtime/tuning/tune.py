@@ -35,6 +35,7 @@ class TuneResult:
     candidates: int  #: configs compiled (the reference config included)
     timed: int  #: distinct modules timed
     failures: int  #: configs that did not lower or compile
+    dropped: int  #: modules given up because their worker died each time they were tried
     seconds: float  #: wall time of the tuning run
 
 
@@ -69,5 +70,6 @@ def tune(kernel: helion.Kernel, args: Sequence[object], *, effort: str = "quick"
         candidates=candidates,
         timed=timed,
         failures=sum(s.failures for s in sessions),
+        dropped=sum(s.dropped for s in sessions),
         seconds=sum(s.seconds for s in sessions),
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import signal
+from collections import Counter
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -39,6 +41,10 @@ class _Server:
         self.modules: dict[str, CandidateModule] = {}
         self.last_args: LRUCache[tuple[Any, ...]] = LRUCache(WORKER_ARGUMENTS)
         self.inputs: list[torch.Tensor] = []  # recent read-only inputs, shared between candidates
+        #: Test hook (see :meth:`.worker.JITWorker.inject_fault`): the request kind and its
+        #: number, counted from when the fault was armed, on which this process kills itself.
+        self.fault: tuple[str, int] | None = None
+        self.requests: Counter[str] = Counter()
 
     def function(self, key: str) -> CompiledFunction:
         found = self.functions.get(key)
@@ -59,6 +65,7 @@ class _Server:
 
     def handle(self, message: tuple[Any, ...]) -> Any:
         kind = message[0]
+        self._maybe_die(kind)
         if kind == "compile":
             fn = self.compile(message[1])
             return Signature(fn.params, fn.results, fn.held_by)
@@ -83,7 +90,17 @@ class _Server:
             self.last_args.clear()
             self.inputs.clear()
             return None
+        if kind == "fault":
+            self.fault = (message[1], message[2])
+            self.requests.clear()
+            return None
         raise ValueError(f"unknown request {kind!r}")
+
+    def _maybe_die(self, kind: str) -> None:
+        """Test hook: die as a killed worker dies, on the request the armed fault names."""
+        self.requests[kind] += 1
+        if self.fault == (kind, self.requests[kind]):
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _share_inputs(self, fn: CompiledFunction, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """``args`` with each read-only tensor equal to a recent one replaced by it, so the
