@@ -140,7 +140,7 @@ class CompiledKernel:
             if self._read_guards.checks:
                 self._read_guards.check(device_args)
             try:
-                results = self.function(*call)
+                results = self._run_function(call, args)
             except ArgumentError as err:
                 if err.position is None:
                     raise
@@ -154,6 +154,11 @@ class CompiledKernel:
                 target.copy_(result)
 
         return self.host.run(tuple(args), launch)
+
+    def _run_function(self, call: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Run the compiled function on the device arguments ``call`` of a call of the
+        kernel on ``args`` (a subclass may run it elsewhere)."""
+        return self.function(*call)
 
     def _device_value(self, arg: FunctionArg, device_args: dict[str, Any], by_param: dict[str, Any]) -> Any:
         """What the host code passes for ``arg`` (under any of its names), else the parameter,

@@ -14,7 +14,8 @@
 :func:`cpu_do_bench` and :func:`cpu_interleaved_bench` are the backend's timers. Helion
 hands them a callable that runs the whole kernel; when that callable runs one candidate in
 the worker, the worker times the candidate's device function there (:mod:`.timing`), with
-the same thread count as the real call; otherwise the callable is timed here. When the
+the same thread count as the real call and the outputs the host code allocates allocated
+afresh in each call; otherwise the callable is timed here. When the
 worker dies while timing, the timers run the candidates again in a new worker and time
 them once more; a second death fails the timing
 (:class:`~helion_mlir.errors.WorkerDiedError`), and Helion drops the candidate.
@@ -33,6 +34,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
 import torch
+import torch.utils._pytree as pytree
 from helion.autotuner import LFBOTreeSearch, search_algorithms
 from helion.autotuner.base_cache import should_skip_cache
 from helion.autotuner.effort_profile import get_effort_profile
@@ -88,6 +90,21 @@ class CandidateKernel(CompiledKernel):
     def module_key(self) -> str:
         """Equal for candidates that compile to the same code."""
         return self.function.key
+
+    def _run_function(self, call: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return self.function(*call, allocated=_allocated_by_host(call, args, self.function.held_by, self.model.args))
+
+
+def _allocated_by_host(call: Sequence[Any], args: tuple[Any, ...], held_by: Sequence[int | None],
+                       device_args: Sequence[Any]) -> frozenset[int]:
+    """Positions of the device arguments written by the function that the kernel's host code
+    allocated in this call (``out = torch.empty_like(x)``): tensors that are no parameter of
+    the kernel and share no storage with a tensor of the caller's ``args``."""
+    callers = {t.untyped_storage().data_ptr() for t in pytree.tree_leaves(args) if isinstance(t, torch.Tensor)}
+    return frozenset(
+        index for index in {h for h in held_by if h is not None}
+        if isinstance(call[index], torch.Tensor) and not device_args[index].is_kernel_param
+        and call[index].untyped_storage().data_ptr() not in callers)
 
 
 class TuningSession:

@@ -36,6 +36,7 @@ __all__ = [
     "LONG_CALL_MS",
     "MIN_ROUNDS",
     "MIN_SAMPLES",
+    "bitwise",
     "fresh_argument_run",
     "interleave",
     "measure",
@@ -169,3 +170,12 @@ def fresh_argument_run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[C
             copy.copy_(original)
 
     return (lambda: fn(*private)), restore
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bitwise(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as integers of its width, so that equality is bitwise (-0.0 is not 0.0, NaN is NaN)."""
+    bits = _BITS.get(t.dtype.itemsize)
+    return t if bits is None or t.dtype == bits else t.view(bits)

@@ -147,10 +147,12 @@ class RemoteFunction:
     def held_by(self) -> tuple[int | None, ...]:
         return self.worker.signature(self).held_by
 
-    def __call__(self, *args: Any) -> tuple[torch.Tensor, ...]:
+    def __call__(self, *args: Any, allocated: frozenset[int] = frozenset()) -> tuple[torch.Tensor, ...]:
+        """Run it in the worker; ``allocated``: the positions of the arguments the kernel's
+        host code allocated for this call, which a timed call allocates afresh too."""
         if len(args) != len(self.params):
             raise ArgumentError(f"@{self.func_name} takes {len(self.params)} argument(s), got {len(args)}")
-        results = self.worker.run(self, args)
+        results = self.worker.run(self, args, allocated)
         recording = _RECORDING.get()
         if recording is not None:
             recording.append(self)
@@ -284,11 +286,13 @@ class JITWorker:
         log.warning("dropping @%s: its JIT worker died %d times while %s (worker died); the last time: %s",
                     module.func_name, ATTEMPTS, doing, err)
 
-    def run(self, function: RemoteFunction, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
-        """Run ``function`` on ``args`` in the worker and return its results."""
+    def run(self, function: RemoteFunction, args: Sequence[Any],
+            allocated: frozenset[int] = frozenset()) -> tuple[torch.Tensor, ...]:
+        """Run ``function`` on ``args`` in the worker and return its results (see
+        :meth:`RemoteFunction.__call__` for ``allocated``)."""
         self.signature(function)
         try:
-            results = self._request(("run", function.key, tuple(args)),
+            results = self._request(("run", function.key, tuple(args), tuple(sorted(allocated))),
                                     f"running @{function.func_name}", needs=function.module, attempts=ATTEMPTS)
         except WorkerDiedError as err:
             self.drop(function.module, "running it", err)
