@@ -319,12 +319,19 @@ def test_lowering_failure_exits_1_and_shows_a_traceback_only_with_debug(asm_file
     assert "Traceback (most recent call last)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["emit", "run", "check", "ops"])
+@pytest.mark.parametrize("command", ["emit", "run", "check", "ops", "tune"])
 def test_every_help_shows_an_example(command: str, capsys) -> None:
     assert main([command, "--help"]) == 0
     out = capsys.readouterr().out
     assert "example" in out
     assert any(line.strip().startswith(f"helion-mlir {command}") for line in out.splitlines())
+
+
+def test_tune_help_says_what_is_timed_and_how_to_time_torch_eager(capsys) -> None:
+    assert main(["tune", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "defines reference(...): a plain-torch function that takes the kernel's arguments" in out
+    assert "when the search's best config is not faster than the default config, the default is cached" in out
 
 
 def test_console_script_and_python_dash_m() -> None:

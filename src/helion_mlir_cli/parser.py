@@ -107,8 +107,15 @@ The search is Helion's (HELION_AUTOTUNER, HELION_AUTOTUNE_* variables apply); it
 is cached where Helion caches results (HELION_CACHE_DIR), for this CPU, these argument
 shapes and the thread count (torch.get_num_threads(), e.g. OMP_NUM_THREADS). A kernel
 without a config of its own then runs the tuned config under backend="mlir" and in
-compile_kernel, without tuning again. --config sets the config the tuned one is compared
-with (default: Helion's default config).
+compile_kernel, without tuning again.
+
+The times printed are medians of calls made as a user makes them (compiled in this
+process, host code included, outputs allocated by each call), interleaved round-robin:
+the tuned config, Helion's default config, --config (another config to time beside them)
+and torch eager, when the kernel's file defines reference(...): a plain-torch function
+that takes the kernel's arguments (every parameter in order, defaults applied) and
+returns what the kernel returns. That measurement chose the config cached: when the
+search's best config is not faster than the default config, the default is cached.
 
 {ARGS_HELP}"""
 

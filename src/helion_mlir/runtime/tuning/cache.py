@@ -21,8 +21,9 @@ and name instead:
 keys on the source of Helion, torch and helion_mlir, as Helion's strict cache does with
 Helion, torch and Triton.
 
-:func:`cached_config` reads the entry a tuning run wrote, so that ``compile_kernel`` can
-use a tuned config without tuning.
+The config a search writes is its best one, or the default config when a user's call of
+the default is faster (see :mod:`.settle`). :func:`cached_config` reads the entry a tuning
+run wrote, so that ``compile_kernel`` can use a tuned config without tuning.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import json
 import logging
 import platform
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,11 +153,19 @@ def cache_path(key: LooseAutotuneCacheKey) -> Path:
 class CPUAutotuneCache(LocalAutotuneCache):
     """Helion's ``LocalAutotuneCache`` with the CPU key of :func:`cpu_cache_key`.
 
-    The output type and thread count come from the tuning session that creates it."""
+    The output type and thread count come from the tuning session that creates it, and so
+    does :attr:`after_search`: what turns the search's best config into the one cached."""
 
     strict = False
     output_type = OutputType.LINALG_ON_TENSORS
     threads = 1
+    after_search: Callable[[Config, Sequence[object]], Config] | None = None
+
+    def _run_autotune_trials(self, *, skip_cache: bool = False) -> Config:
+        best = super()._run_autotune_trials(skip_cache=skip_cache)
+        if self.after_search is None or not isinstance(self.args, (tuple, list)):  # (Helion's multi-shape args)
+            return best
+        return self.after_search(best, self.args)
 
     def _generate_key(self) -> LooseAutotuneCacheKey:
         settings = self.autotuner.settings

@@ -9,27 +9,30 @@
 * the fields that cannot change the CPU code are pinned (:mod:`.search_space`);
 * a search has a time budget per effort (:data:`DEFAULT_BUDGET_SECONDS`) unless one is set;
 * Helion's default autotuner (``HELION_AUTOTUNER``, the effort's profile) is wrapped in
-  the CPU variant of the local cache chosen by ``HELION_AUTOTUNE_CACHE`` (:mod:`.cache`).
+  the CPU variant of the local cache chosen by ``HELION_AUTOTUNE_CACHE`` (:mod:`.cache`),
+  which caches the search's best config unless a user's call of the default config is
+  faster (:mod:`.settle`).
 
 :func:`cpu_do_bench` and :func:`cpu_interleaved_bench` are the backend's timers. Helion
 hands them a callable that runs the whole kernel; when that callable runs one candidate in
 the worker, the worker times the candidate's device function there (:mod:`.timing`), with
 the same thread count as the real call and the outputs the host code allocates allocated
-afresh in each call; otherwise the callable is timed here. When the
-worker dies while timing, the timers run the candidates again in a new worker and time
-them once more; a second death fails the timing
-(:class:`~helion_mlir.errors.WorkerDiedError`), and Helion drops the candidate.
+afresh in each call; otherwise the callable is timed here. When the worker dies while
+timing, the timers run the candidates again in a new worker and time them once more; a
+second death fails the timing (:class:`~helion_mlir.errors.WorkerDiedError`), and Helion
+drops the candidate.
 """
 
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import inspect
 import logging
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypeVar
 
@@ -38,6 +41,7 @@ import torch.utils._pytree as pytree
 from helion.autotuner import LFBOTreeSearch, search_algorithms
 from helion.autotuner.base_cache import should_skip_cache
 from helion.autotuner.effort_profile import get_effort_profile
+from helion.runtime.config import Config
 from helion.runtime.settings import default_autotuner_fn
 
 from ...errors import HelionMLIRError, WorkerDiedError
@@ -46,16 +50,19 @@ from ..compiled_kernel import CompiledKernel
 from .cache import cache_class_for, cached_config
 from .protocol import CandidateModule
 from .search_space import cpu_config_overrides
+from .settle import BEST, DEFAULT, Settlement, settle
 from .timing import interleave, measure, summarize
 from .worker import ATTEMPTS, JITWorker, RemoteFunction, collecting, recorded_calls, shared_worker
 
 __all__ = [
+    "Beside",
     "CandidateKernel",
     "TuningSession",
     "active_session",
     "cpu_do_bench",
     "cpu_interleaved_bench",
     "observed_sessions",
+    "timed_beside",
     "tuning",
 ]
 
@@ -120,6 +127,8 @@ class TuningSession:
         self.dropped = 0  # modules given up because their worker died each time (not among the failures)
         self.timed = 0  # distinct modules timed
         self.seconds = 0.0
+        self.settlement: Settlement | None = None  # the search's best against the default config, if timed
+        self._beside = _BESIDE.get() or Beside()
 
     def candidate(self, config: Any) -> CandidateKernel:
         """The candidate kernel of ``config`` (one per config per run)."""
@@ -155,6 +164,55 @@ class TuningSession:
     def modules(self) -> int:
         """Distinct modules among them (what was compiled and timed)."""
         return len({c.module_key for c in self._candidates.values()})
+
+    def settle(self, best: Config, args: Sequence[object]) -> Config:
+        """The config to cache once the search found ``best`` (see :mod:`.settle`): the
+        default config, when it ran in the worker in this run and a call of it is faster."""
+        default = self.bound.config_spec.default_config()
+        tried = self._candidates.get(repr(default))
+        if tried is None or tried.module_key not in self.worker.ran:
+            log.info("kernel %s: the default config did not run in this search; %r is cached untimed against it",
+                     self.bound.kernel.name, best)
+            if not (self._beside.configs or self._beside.references):
+                return best
+            default = None
+        try:
+            settled = settle(self.bound, args, best, output_type=self.output_type, default=default,
+                             configs=self._beside.configs, references=self._beside.references)
+        except HelionMLIRError as err:
+            log.warning("kernel %s: %r is cached untimed against the default config, which could not be "
+                        "timed: %s", self.bound.kernel.name, best, _first_line(err))
+            return best
+        self.settlement = settled
+        if settled.kept_default:
+            log.warning("kernel %s: a call with the search's best config took %.3f ms, with the default config "
+                        "%.3f ms: the default config is kept", self.bound.kernel.name, settled.times[BEST],
+                        settled.times[DEFAULT])
+        return settled.config
+
+
+@dataclasses.dataclass(frozen=True)
+class Beside:
+    """What a tuning run times beside its best and default configs (see :func:`timed_beside`)."""
+
+    configs: Mapping[str, Config] = dataclasses.field(default_factory=dict)
+    references: Mapping[str, Callable[..., object]] = dataclasses.field(default_factory=dict)
+
+
+_BESIDE: contextvars.ContextVar[Beside | None] = contextvars.ContextVar("helion_mlir_timed_beside", default=None)
+
+
+@contextmanager
+def timed_beside(beside: Beside) -> Iterator[None]:
+    """Inside the block, a tuning run times these configs and callables (taking the kernel's
+    arguments) by label, with its best and default configs, in the same rounds
+    (``helion-mlir tune``: torch eager, ``--config``); :attr:`TuningSession.settlement`
+    holds the times."""
+    token = _BESIDE.set(beside)
+    try:
+        yield
+    finally:
+        _BESIDE.reset(token)
 
 
 _ACTIVE: contextvars.ContextVar[TuningSession | None] = contextvars.ContextVar("helion_mlir_tuning", default=None)
@@ -198,7 +256,9 @@ def _cpu_autotuner_fn(session: TuningSession) -> Callable[..., Any]:
             return search_cls(bound, args, **kwargs)
 
         cache_cls = cache_class_for(settings.autotune_cache, output_type=session.output_type, threads=session.threads)
-        return cache_cls(factory(), autotuner_factory=factory)
+        cache = cache_cls(factory(), autotuner_factory=factory)
+        cache.after_search = session.settle
+        return cache
 
     return autotuner_fn
 

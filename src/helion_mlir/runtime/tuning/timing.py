@@ -159,17 +159,21 @@ def summarize(samples: Sequence[float], return_mode: str = "median",
     return reducers[return_mode](samples)
 
 
-def fresh_argument_run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[], Any], Callable[[], None]]:
-    """A call of ``fn`` on private copies of ``args``, and the (untimed) restoring of those
-    copies before each call, so that a kernel writing its arguments does not compound."""
+def fresh_argument_run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[], Any], Prepare | None]:
+    """A call of ``fn`` on private copies of ``args``, as a user calls it, and the (untimed)
+    restoring of the copies it writes before each call, so that a kernel writing its
+    arguments does not compound (None when it writes none). ``fn`` is called once here,
+    to see what it writes."""
     private = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-    pairs = [(p, a) for p, a in zip(private, args) if isinstance(a, torch.Tensor)]
+    fn(*private)
+    pairs = [(p, a) for p, a in zip(private, args)
+             if isinstance(a, torch.Tensor) and not torch.equal(bitwise(p), bitwise(a))]
 
     def restore() -> None:
         for copy, original in pairs:
             copy.copy_(original)
 
-    return (lambda: fn(*private)), restore
+    return (lambda: fn(*private)), (restore if pairs else None)
 
 
 _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
