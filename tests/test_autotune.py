@@ -542,8 +542,10 @@ def test_tune_command_prints_the_best_config_times_and_cache_file(tmp_path: Path
     assert "default config " in times or times.split(",")[0].endswith("(the default config)")
     cache_file = first.split("cached in: ")[1].split()[0]
     assert Path(cache_file).is_file()
-    assert main(argv) == 0
-    assert "cached result: nothing compiled or timed" in capsys.readouterr().out
+    assert main([*argv, "--config", '{"block_sizes": [64]}']) == 0
+    second = capsys.readouterr().out
+    assert "cached result: nothing compiled or timed" in second
+    assert re.search(r"--config \d+\.\d{3} ms \(\d+\.\d\dx the tuned time\)", second)  # timed beside the others
 
 
 def test_an_interrupted_request_does_not_leave_its_answer_to_the_next(worker: JITWorker,
