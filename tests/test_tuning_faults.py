@@ -10,6 +10,9 @@ candidates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 
 import helion
 import pytest
@@ -18,7 +21,8 @@ from kernels import tuning_kernels
 
 from helion_mlir.output_type import OutputType
 from helion_mlir.runtime.tuning.cache import cached_config
-from helion_mlir.runtime.tuning.session import observed_sessions
+from helion_mlir.runtime.tuning import session as tuning_session
+from helion_mlir.runtime.tuning.session import TuningSession, cpu_do_bench, observed_sessions
 from helion_mlir.runtime.tuning.worker import JITWorker
 
 pytestmark = pytest.mark.xdist_group("autotune")
@@ -61,7 +65,37 @@ def test_a_search_whose_worker_dies_at_every_step_caches_the_best_config_measure
     assert cached == bound._config
     assert run.settlement is not None and run.settlement.config == cached  # measured against the default
     assert (run.failures, run.dropped) == (0, 0) and "(worker died)" not in caplog.text
+    assert f"kernel repeated_copy: the JIT worker died {len(faults)} time(s) while tuning:" in caplog.text
     for doing in ("compiling @repeated_copy; compiling it again", "running @repeated_copy; trying again",
                   "timing @repeated_copy; running and timing again", "timing 2 candidates; running and timing again"):
         assert f"killed by SIGKILL while {doing} in a new worker" in caplog.text, doing
     assert not worker._faults and worker.started == started + len(faults) + 1
+
+
+def test_a_worker_killed_between_running_and_timing_a_candidate_is_a_death_like_any_other(
+        worker: JITWorker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed while idle, after running a candidate and before timing it: the new worker
+    does not hold the candidate's arguments, so the timing is tried again after running it
+    there, as for a death while timing."""
+    x = torch.ones(4096)
+    session = TuningSession(repeats_only_kernel().bind((x,)), output_type=OutputType.LINALG_ON_TENSORS, threads=1,
+                            worker=worker)
+    candidate = session.candidate(helion.Config(block_sizes=[4096], repeats=1))
+    run_once = tuning_session._remote_call
+    kills: list[int] = []
+
+    def run_then_kill(fn: Callable[[], object]) -> Any:
+        remote = run_once(fn)
+        if not kills:
+            assert worker._process is not None
+            kills.append(worker._process.pid)
+            worker._process.kill()
+            worker._process.wait()
+        return remote
+
+    monkeypatch.setattr(tuning_session, "_remote_call", run_then_kill)
+    started = worker.started
+    samples = cpu_do_bench(lambda: candidate(x), warmup=1, rep=1, return_mode="all")
+    assert samples and kills and worker.started == started + 1
+    assert worker.deaths[-1] == ("the JIT worker was killed by SIGKILL while waiting for its next request; "
+                                 "running and timing again in a new worker")

@@ -314,6 +314,9 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
                                 if session.worker.failure(c.module_key) is not None
                                 and not session.worker.dropped(c.module_key))
         session.seconds = time.perf_counter() - started
+        if session.worker.deaths:
+            log.warning("kernel %s: the JIT worker died %d time(s) while tuning:\n  %s", bound.kernel.name,
+                        len(session.worker.deaths), "\n  ".join(session.worker.deaths))
         try:
             session.worker.forget()
         except HelionMLIRError as err:
@@ -343,11 +346,14 @@ def _timed_in_worker(fns: Sequence[Callable[[], object]],
         try:
             return timer(functions)
         except WorkerDiedError as err:
+            worker = functions[0].worker
             if attempt == ATTEMPTS:
                 if len(functions) == 1:
-                    functions[0].worker.drop(functions[0].module, "timing it", err)
+                    worker.drop(functions[0].module, "timing it", err)
+                else:
+                    worker.note_death(err, f"giving up: timing them failed {ATTEMPTS} times")
                 raise
-            log.warning("%s; running and timing again in a new worker", err.summary)
+            worker.note_death(err, "running and timing again in a new worker")
     raise AssertionError("unreachable")
 
 

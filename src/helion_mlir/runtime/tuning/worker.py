@@ -187,6 +187,9 @@ class JITWorker:
         self.started = 0  # worker processes started so far
         self.timed: set[str] = set()  # keys of the candidates timed since the last forget()
         self.ran: set[str] = set()  # keys of the candidates run without error since the last forget()
+        #: Each worker death since the last forget(), and what was done about it: a tuning run
+        #: reports them once it ends (Helion hides what is written while a candidate runs).
+        self.deaths: list[str] = []
         #: What this side has sent to and received from its worker processes.
         self.sent = Traffic()
         self.received = Traffic()
@@ -196,12 +199,17 @@ class JITWorker:
     def start(self) -> None:
         """Start the worker process now (it imports for a few seconds) if none is running."""
         with self._lock:
+            if self._process is not None and self._process.poll() is not None:
+                self._discard_locked()  # it died between runs: nothing of this run was in it
             self._start_locked()
 
     def _start_locked(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            return
-        self._discard_locked()
+        """Start a worker process if there is none; one that died since its last answer is a
+        death like any other (what it held is lost), raised as :class:`WorkerDiedError`."""
+        if self._process is not None:
+            if self._process.poll() is None:
+                return
+            raise self._died("waiting for its next request")
         parent_end, child_end = Pipe(duplex=True)
         self._stderr = tempfile.TemporaryFile()
         fd = child_end.fileno()
@@ -253,7 +261,7 @@ class JITWorker:
                     self._send(("compile", module), f"compiling @{module.func_name}")
                     self._pending.append(module)
                 except WorkerDiedError as err:  # before it read the module: compiled when next needed
-                    log.warning("%s; compiling it in a new worker when it is needed", err.summary)
+                    self.note_death(err, "compiling it in a new worker when it is needed")
         if wait:
             self.signature(function)
         return function
@@ -283,8 +291,15 @@ class JITWorker:
         if module.key in self._dropped:
             return
         self._dropped.add(module.key)
-        log.warning("dropping @%s: its JIT worker died %d times while %s (worker died); the last time: %s",
-                    module.func_name, ATTEMPTS, doing, err)
+        self.note_death(err, f"dropping @{module.func_name}: its JIT worker died {ATTEMPTS} times while {doing} "
+                             "(worker died)")
+        if err.output:
+            log.info("the JIT worker's last output:\n%s", err.output)
+
+    def note_death(self, err: WorkerDiedError, then: str) -> None:
+        """Record a worker death and what was done about it (``then``)."""
+        self.deaths.append(f"{err.summary}; {then}")
+        log.info("%s", self.deaths[-1])
 
     def run(self, function: RemoteFunction, args: Sequence[Any],
             allocated: frozenset[int] = frozenset()) -> tuple[torch.Tensor, ...]:
@@ -316,6 +331,7 @@ class JITWorker:
         """Drop what the worker holds of the candidates so far (the process stays)."""
         self.timed.clear()
         self.ran.clear()
+        self.deaths.clear()
         self._signatures.clear()
         self._failures.clear()
         self._deaths.clear()
@@ -354,7 +370,7 @@ class JITWorker:
                 except WorkerDiedError as err:
                     if attempt == attempts:
                         raise
-                    log.warning("%s; trying again in a new worker", err.summary)
+                    self.note_death(err, "trying again in a new worker")
         if status == "error":
             raise ExecutionError(f"{what} in the JIT worker failed: {payload}")
         return payload
@@ -409,7 +425,7 @@ class JITWorker:
         or, after :data:`ATTEMPTS` deaths, given up."""
         deaths = self._deaths[module.key] = self._deaths.get(module.key, 0) + 1
         if deaths < ATTEMPTS:
-            log.warning("%s; compiling it again in a new worker", err.summary)
+            self.note_death(err, "compiling it again in a new worker")
             return
         self._failures[module.key] = f"the JIT worker died {deaths} times while compiling it: {err}"
         self.drop(module, "compiling it", err)
