@@ -135,10 +135,10 @@ def test_a_best_config_as_fast_as_the_default_is_kept(monkeypatch: pytest.Monkey
     best, default = helion.Config(block_sizes=[1024], repeats=1), bound.config_spec.default_config()
     monkeypatch.setattr(settle_module, "interleave", _fake_interleave([1.0, 1.0]))
     tie = settle(bound, (x,), best, output_type=LINALG, default=default)
-    assert tie.config == best and not tie.kept_default and tie.times == {BEST: 1.0, DEFAULT: 1.0}
+    assert tie.config == best and not tie.default_won and tie.times == {BEST: 1.0, DEFAULT: 1.0}
     monkeypatch.setattr(settle_module, "interleave", _fake_interleave([1.0, 0.5]))
     slower = settle(bound, (x,), best, output_type=LINALG, default=default)
-    assert slower.config == default and slower.kept_default
+    assert slower.config == default and slower.default_won
 
 
 def test_a_call_that_writes_no_argument_is_timed_without_restoring_any() -> None:

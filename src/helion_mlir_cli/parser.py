@@ -114,8 +114,8 @@ process, host code included, outputs allocated by each call), interleaved round-
 the tuned config, Helion's default config, --config (another config to time beside them)
 and torch eager, when the kernel's file defines reference(...): a plain-torch function
 that takes the kernel's arguments (every parameter in order, defaults applied) and
-returns what the kernel returns. That measurement chose the config cached: when the
-search's best config is not faster than the default config, the default is cached.
+returns what the kernel returns. That measurement chose the config cached: when a call of
+the default config is faster than one of the search's best, the default is cached.
 
 {ARGS_HELP}"""
 

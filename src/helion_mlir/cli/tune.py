@@ -6,7 +6,7 @@ tuned config, with the default config (and ``--config``), and of torch eager (th
 ``reference()``, called with the kernel's arguments, when the file defines one), made as a
 user makes them (compiled in this process, host code included, outputs allocated by each
 call), round-robin. They are the measurement that chose the config cached: a search's best
-that is not faster than the default config is not cached, the default is (see
+slower than the default config is not cached, the default is (see
 :mod:`helion_mlir.runtime.tuning.settle`).
 """
 
@@ -102,9 +102,9 @@ def _print_times(target: KernelTarget, result: TuneResult) -> None:
         parts.append(f"torch eager: not timed ({target.path.name} defines no reference(); define reference(...) "
                      "taking the kernel's arguments to time torch eager)")
     print(f"times of a call (median of {settled.rounds} interleaved calls each): " + ", ".join(parts))
-    if settled.default is not None and settled.best != settled.default and settled.config == settled.default:
-        what = ("the default config is cached instead" if not result.from_cache
-                else "the cached config is slower than the default now (--force tunes again)")
+    if settled.default_won:
+        which, then = (("the cached config", "--force tunes again") if result.from_cache
+                       else ("the search's best config", "the default config is cached instead"))
         best = _decorator_config(settled.best.minimize(result.bound.config_spec))
-        print(f"note: the search's best config, {best}, took {settled.times[BEST]:.3f} ms a call and the default "
-              f"config {settled.times[DEFAULT]:.3f} ms: {what}")
+        print(f"note: {which}, {best}, took {settled.times[BEST]:.3f} ms a call and the default config "
+              f"{settled.times[DEFAULT]:.3f} ms: {then}")

@@ -184,7 +184,7 @@ class TuningSession:
                         "timed: %s", self.bound.kernel.name, best, _first_line(err))
             return best
         self.settlement = settled
-        if settled.kept_default:
+        if settled.default_won:
             log.warning("kernel %s: a call with the search's best config took %.3f ms, with the default config "
                         "%.3f ms: the default config is kept", self.bound.kernel.name, settled.times[BEST],
                         settled.times[DEFAULT])

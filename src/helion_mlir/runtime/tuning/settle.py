@@ -7,7 +7,7 @@ and Helion's default config as a user calls the kernel: compiled in this process
 (``compile_kernel``, the code the user's calls then run), through the kernel's host code,
 each call allocating its own outputs, sampled round-robin (:func:`.timing.interleave`).
 When the default config is the faster of the two, the default is cached instead: a search
-whose best is not faster than the default never replaces it. Other callables (torch
+never replaces the default with a config whose calls are slower. Other callables (torch
 eager, another config) can be timed beside them in the same rounds, so that one set of
 numbers is reported for all (``helion-mlir tune``).
 """
@@ -48,8 +48,8 @@ class Settlement:
     rounds: int  #: calls of each that were timed
 
     @property
-    def kept_default(self) -> bool:
-        """Whether the default config is cached because the search's best was slower."""
+    def default_won(self) -> bool:
+        """Whether a call of the default config was the faster (the default is the one to cache)."""
         return self.config != self.best
 
 

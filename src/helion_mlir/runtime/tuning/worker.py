@@ -181,7 +181,7 @@ class JITWorker:
         self._pending: deque[CandidateModule] = deque()  # compiles sent, not yet answered
         self._signatures: dict[str, Signature] = {}
         self._failures: dict[str, str] = {}  # key -> why it did not compile
-        self._deaths: dict[str, int] = {}  # key -> worker deaths while compiling it
+        self._compile_deaths: dict[str, int] = {}  # key -> worker deaths while compiling it
         self._dropped: set[str] = set()  # keys given up after their worker died too often
         self._faults: list[tuple[str, int]] = []  # test faults to arm in the next workers
         self.started = 0  # worker processes started so far
@@ -334,7 +334,7 @@ class JITWorker:
         self.deaths.clear()
         self._signatures.clear()
         self._failures.clear()
-        self._deaths.clear()
+        self._compile_deaths.clear()
         self._dropped.clear()
         with self._lock:
             if not self._ready or self._process is None or self._process.poll() is not None:
@@ -423,7 +423,7 @@ class JITWorker:
     def _count_death(self, module: CandidateModule, err: WorkerDiedError) -> None:
         """The worker died while compiling ``module``: it is compiled again in a new worker,
         or, after :data:`ATTEMPTS` deaths, given up."""
-        deaths = self._deaths[module.key] = self._deaths.get(module.key, 0) + 1
+        deaths = self._compile_deaths[module.key] = self._compile_deaths.get(module.key, 0) + 1
         if deaths < ATTEMPTS:
             self.note_death(err, "compiling it again in a new worker")
             return
