@@ -379,6 +379,8 @@ class Emitter:
         shape = tuple(e if isinstance(e, int) else None for e in extents)
         if shape == value.shape:
             return value
+        if 0 in shape:  # no lanes: MLIR refuses a slice at offset 0 of a dimension of size 0
+            return self.empty(shape, value.dtype, [self.index(e) for e in extents if not isinstance(e, int)])
         zeros = ", ".join("0" for _ in extents)
         sizes = ", ".join(str(e) if isinstance(e, int) else e.ssa for e in extents)
         ones = ", ".join("1" for _ in extents)
