@@ -22,7 +22,7 @@ import pytest
 import torch
 from config_fuzz import random_configs
 from filecheck_util import run_filecheck
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernels import extrema_kernels as kernels
 
@@ -33,6 +33,9 @@ PIPELINES = ["fast", "plain"]
 SPECIALS = (math.nan, math.inf, -math.inf, 0.0, -0.0)
 SHAPE = (37, 100)  # ragged against every tile of the kernels
 SSA = "[A-Za-z0-9_#]+"
+# A quarter of the profile's examples per test: 25 in CI (the kernels' compiles cost as much),
+# 1250 with --hypothesis-profile=explore.
+EXAMPLES = settings(max_examples=max(1, settings.default.max_examples // 4))
 
 
 @st.composite
@@ -94,6 +97,7 @@ _bounds = st.sampled_from((-1.0, 0.5, 0.0, -0.0, 2.0, math.nan, math.inf, -math.
 
 @pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize("output_type", OUTPUT_TYPES)
+@EXAMPLES
 @given(x=floats_with_specials(), y=floats_with_specials(), lo=_bounds, hi=_bounds)
 def test_clamps_and_pairwise_extremes_keep_nan_and_zero_signs_as_torch(
     output_type: str, pipeline: str, x: torch.Tensor, y: torch.Tensor, lo: float, hi: float
@@ -114,6 +118,7 @@ def _check_rows(got: tuple[torch.Tensor, ...], x: torch.Tensor) -> None:
 
 @pytest.mark.parametrize("pipeline", PIPELINES)
 @pytest.mark.parametrize("output_type", OUTPUT_TYPES)
+@EXAMPLES
 @given(x=floats_with_specials())
 def test_row_maxima_minima_and_their_first_positions_match_torch(output_type: str, pipeline: str, x: torch.Tensor) -> None:
     _check_rows(_compiled("row_extremes", output_type, pipeline)(x), x)
@@ -122,23 +127,27 @@ def test_row_maxima_minima_and_their_first_positions_match_torch(output_type: st
 @pytest.mark.parametrize(("output_type", "pipeline"), [
     ("linalg-on-tensors", "fast"), ("linalg-on-tensors", "plain"), ("tosa", "fast"), ("stablehlo", "plain"), ("raw", "fast"),
 ])
+@EXAMPLES
 @given(x=floats_with_specials())
 def test_rolled_row_reductions_match_torch(output_type: str, pipeline: str, x: torch.Tensor) -> None:
     _check_rows(_compiled("row_extremes", output_type, pipeline, "rolled")(x), x)
 
 
 @pytest.mark.parametrize("output_type", OUTPUT_TYPES)
+@EXAMPLES
 @given(x=floats_with_specials())
 def test_a_row_maximum_taken_chunk_by_chunk_matches_torch(output_type: str, x: torch.Tensor) -> None:
     # amax over a ragged 32-column tile, then maximum with the running value.
     assert_same(_compiled("chunked_row_max", output_type, "fast")(x), kernels.chunked_row_max_reference(x), "row max")
 
 
+@EXAMPLES
 @given(x=floats_with_specials(dtype=torch.bfloat16))
 def test_bfloat16_row_extremes_match_torch(x: torch.Tensor) -> None:
     _check_rows(_compiled("row_extremes", "linalg-on-tensors", "fast", dtype=torch.bfloat16)(x), x)
 
 
+@EXAMPLES
 @given(x=floats_with_specials(shape=(23, 70)))
 def test_row_extremes_with_dynamic_shapes_match_torch(x: torch.Tensor) -> None:
     _check_rows(_dynamic_row_extremes("plain")(x), x)
@@ -158,6 +167,7 @@ def _dynamic_row_extremes(pipeline: str) -> Any:
     return compile_kernel(kernel.bind((torch.randn(*SHAPE),)), pipeline=pipeline)
 
 
+@EXAMPLES
 @given(data=st.data())
 def test_row_extremes_under_configs_from_helions_generator_match_torch(data: st.DataObject) -> None:
     x = data.draw(floats_with_specials())
