@@ -29,6 +29,7 @@ from .argument_checks import ArgumentChecks, ReadGuards, describe_value
 from .engine import clear_compile_cache, compile_module
 from .host_code import HostCode
 from .iree_engine import compile_with_iree
+from .params import check_writable
 from .pipelines import Pipeline
 from .tuning.cache import cached_config
 
@@ -139,14 +140,16 @@ class CompiledKernel:
             call = [self._device_value(arg, device_args, by_param) for arg in self.model.args]
             if self._read_guards.checks:
                 self._read_guards.check(device_args)
+            targets = [self._device_value(self.model.arg(name), device_args, by_param) for name in self.model.results]
             try:
+                for name, target in zip(self.model.results, targets):
+                    check_writable(self._describe(self.model.arg(name)), target)
                 results = self._run_function(call, args)
             except ArgumentError as err:
                 if err.position is None:
                     raise
                 raise ArgumentError(f"{self._describe(self.model.args[err.position])}: {err.problem}") from None
-            for name, result in zip(self.model.results, results):
-                target = self._device_value(self.model.arg(name), device_args, by_param)
+            for target, result in zip(targets, results):
                 if result is target:  # written in place (fast pipeline)
                     continue
                 if result.dtype in PACKED_PAIR_DTYPES:  # no copy_ for it (and Helion passes bytes)

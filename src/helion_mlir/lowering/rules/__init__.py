@@ -6,6 +6,7 @@ from . import (
     atomics,
     control_flow,
     dtype_casts,
+    extrema,
     helper_ops,
     matmul,
     memory,
@@ -18,6 +19,6 @@ from . import (
 )
 
 __all__ = [
-    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "helper_ops", "matmul", "memory",
+    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "extrema", "helper_ops", "matmul", "memory",
     "quantized", "reductions", "rolled_reductions", "scalars", "tiles", "views",
 ]

@@ -189,7 +189,8 @@ def tensor_operand_overload(target: Any, args: tuple[Any, ...], kwargs: dict[str
 
 # torch-mlir has the bitwise_*_shift tensor forms but not the __*shift__ ones, and its
 # linalg lowering of clamp_max.Tensor fails on a dynamic dimension (clamp_max(x, t) is
-# minimum(x, t), NaN included; torch-mlir lowers the latter everywhere).
+# minimum(x, t); torch-mlir lowers the latter everywhere). Only integers get here: float
+# clamps and extremes are rules.extrema's.
 _TENSOR_FORMS = {
     torch.ops.aten.clamp_max.default: torch.ops.aten.minimum.default,
     torch.ops.aten.clamp_max.Tensor: torch.ops.aten.minimum.default,

@@ -241,6 +241,8 @@ def valid_region(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) ->
     static (a size Helion specialized, a unit tile of a dynamic dimension)."""
     slices = [a for a in accesses if a.kind is AccessKind.SLICE]
     shape = tuple(a.extent if isinstance(a.extent, int) else None for a in slices)
+    if 0 in shape:  # no lanes (a slice MLIR would refuse, see indexing.extract_valid)
+        return emit.empty(shape, value.dtype, [emit.index(a.extent) for a in slices if not isinstance(a.extent, int)])
     if any(a.padded for a in slices):
         result = Tensor(emit.fresh("valid"), shape, value.dtype)
         emit.op(f"{result.ssa} = tensor.extract_slice {value.ssa}{valid_lanes(slices)} : {value.type} to {result.type}")
