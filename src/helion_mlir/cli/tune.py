@@ -15,11 +15,12 @@ from typing import Any
 
 import helion
 
+from ..lowering.kernel_config import resolve_config
 from ..output_type import OutputType
 from ..runtime.compiled_kernel import compile_kernel
 from ..runtime.tuning.timing import fresh_argument_run, interleave
 from ..runtime.tuning.tune import TuneResult, tune
-from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError, stage
+from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError, bind, stage
 from .kernel_loading import load_module
 from .targets import KernelTarget, load_target, stage_failure
 
@@ -35,6 +36,13 @@ def tune_command(options: argparse.Namespace) -> int:
     output_type = OutputType.parse(options.output_type)
     print(f"kernel {target.name} ({target.path}), output type {output_type}, effort {options.effort}")
     print(f"args: {target.describe_args()}", flush=True)
+    if target.config is not None:  # checked before a tuning run, rather than after it
+        try:
+            bound = bind(target.kernel, target.args)
+            with stage("config"):
+                resolve_config(bound, target.config)
+        except StageError as err:
+            raise stage_failure(err, target, output_type) from err.error
     try:
         result = tune(target.kernel, target.args, effort=options.effort, force=options.force, output_type=output_type)
     except Exception as err:

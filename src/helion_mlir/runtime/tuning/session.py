@@ -36,7 +36,11 @@ from helion.autotuner.effort_profile import get_effort_profile
 from helion.runtime.settings import default_autotuner_fn
 
 from ...errors import HelionMLIRError
+from ...front_end_lock import FRONT_END_LOCK
+from ...lowering.kernel_config import resolve_config
+from ...lowering.kernel_model import KernelModel
 from ...output_type import OutputType
+from ..pipelines import Pipeline
 from ..compiled_kernel import CompiledKernel
 from .cache import cache_class_for, cached_config
 from .protocol import CandidateModule
@@ -72,11 +76,11 @@ DEFAULT_BUDGET_SECONDS = {"quick": 45, "full": 420}
 class CandidateKernel(CompiledKernel):
     """A config the autotuner tries: emitted here, compiled and run in the JIT worker."""
 
-    def __init__(self, bound: Any, *, output_type: OutputType, config: Any, threads: int, worker: JITWorker) -> None:
+    def __init__(self, model: KernelModel, *, output_type: OutputType, threads: int, worker: JITWorker) -> None:
         self._worker = worker
-        super().__init__(bound, output_type=output_type, config=config, pipeline="fast", threads=threads)
+        super().__init__(model, output_type=output_type, pipeline=Pipeline.FAST, threads=threads)
 
-    def _build_function(self, pipeline: str, threads: int | None) -> RemoteFunction:
+    def _build_function(self, pipeline: Pipeline, threads: int | None) -> RemoteFunction:
         module = CandidateModule(self.mlir, self.model.name, self.output_type, pipeline, threads or 1, in_place=True)
         # The worker compiles while this process prepares the host code and the next candidates.
         return self._worker.compile(module, wait=False)
@@ -106,8 +110,9 @@ class TuningSession:
         found = self._candidates.get(key)
         if found is None:
             try:
-                found = CandidateKernel(self.bound, output_type=self.output_type, config=config, threads=self.threads,
-                                        worker=self.worker)
+                with FRONT_END_LOCK:  # what reads the bound kernel's shared compile state
+                    model = KernelModel(self.bound, resolve_config(self.bound, config))
+                found = CandidateKernel(model, output_type=self.output_type, threads=self.threads, worker=self.worker)
             except Exception as err:
                 self.failures += 1
                 log.warning("kernel %s: skipping %r: %s", self.bound.kernel.name, config, _first_line(err))
