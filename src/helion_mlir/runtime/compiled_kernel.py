@@ -223,7 +223,8 @@ def compile_kernel(
     raises :class:`helion.exc.InvalidConfig` naming the field. A kernel without a config of
     its own runs Helion's default config, or, with the JIT and the fast pipeline, the config
     Helion's autotuner cached for it on this machine for these arguments and thread count
-    (``backend="mlir"`` tuning, or ``helion-mlir tune``).
+    (``backend="mlir"`` tuning, or ``helion-mlir tune``); a cached config that is invalid or
+    does not compile is skipped with a warning naming its file.
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
@@ -238,8 +239,12 @@ def compile_kernel(
     if found is not None and found.bound is bound:
         return found
 
-    tuned = cached_config(bound, args, output_type=kind, threads=options.threads)
-    compiled = _compiled(bound, resolve_config(bound, tuned), options)
+    def compiles(cached_bound: Any, cached: helion.Config) -> helion.Config:
+        """A cached config is used if it compiles (then the compiled kernel is cached)."""
+        return _compiled(cached_bound, resolve_config(cached_bound, cached), options).config
+
+    tuned = cached_config(bound, args, output_type=kind, threads=options.threads, check=compiles)
+    compiled = _compiled(bound, tuned.config if tuned is not None else resolve_config(bound), options)
     _CACHE.put((id(bound), None, options), compiled)
     return compiled
 

@@ -41,7 +41,7 @@ from ...lowering.kernel_config import resolve_config
 from ...lowering.kernel_model import KernelModel
 from ...output_type import OutputType
 from ..pipelines import Pipeline
-from ..compiled_kernel import CompiledKernel
+from ..compiled_kernel import CompiledKernel, compile_kernel
 from .cache import cache_class_for, cached_config
 from .protocol import CandidateModule
 from .search_space import cpu_config_overrides
@@ -120,6 +120,11 @@ class TuningSession:
             self._candidates[key] = found
         return found
 
+    def compile_cached(self, bound: Any, config: Any) -> Any:
+        """Compile a config read from the autotune cache here, as the kernel will run it after
+        tuning (the compiled kernel is cached, so that run does not compile it again)."""
+        return compile_kernel(bound, config=config, output_type=self.output_type, threads=self.threads).config
+
     @property
     def candidates(self) -> int:
         """Configs compiled so far in this run."""
@@ -181,7 +186,8 @@ def _cpu_autotuner_fn(session: TuningSession) -> Callable[..., Any]:
         def factory() -> Any:
             return search_cls(bound, args, **kwargs)
 
-        cache_cls = cache_class_for(settings.autotune_cache, output_type=session.output_type, threads=session.threads)
+        cache_cls = cache_class_for(settings.autotune_cache, output_type=session.output_type, threads=session.threads,
+                                    check=session.compile_cached)
         return cache_cls(factory(), autotuner_factory=factory)
 
     return autotuner_fn
@@ -198,7 +204,8 @@ def _expects_candidates(bound: Any, args: Sequence[object], *, force: bool, outp
         return False
     if not force and configs:
         return len(configs) > 1
-    return force or should_skip_cache() or cached_config(bound, args, output_type=output_type, threads=threads) is None
+    return force or should_skip_cache() or cached_config(bound, args, output_type=output_type, threads=threads,
+                                                         warn=False) is None
 
 
 @contextmanager
