@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,14 @@ import pytest
 import torch
 from examples_util import assert_matches, load_example_by_name
 from helion._testing import code_and_output
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from helion.autotuner.config_spec import ConfigSpec
 from helion.exc import InvalidConfig
 
 from helion_mlir import OutputType, compile_kernel, generate_mlir
 from helion_mlir.generate import emit_module, kernel_model
+from helion_mlir.lowering import kernel_config
 from helion_mlir.lowering.kernel_config import resolve_config
 from helion_mlir.lowering.kernel_model import KernelModel
 from helion_mlir.runtime.compiled_kernel import clear_kernel_cache
@@ -105,6 +109,16 @@ def _mlir_kernel(name: str, **settings: Any) -> tuple[Any, helion.Kernel]:
     return module, helion.kernel(module.KERNEL.fn, backend="mlir", **settings)
 
 
+def test_a_config_set_on_a_bound_kernel_is_resolved_anew() -> None:
+    module, kernel = _mlir_kernel("add", config={"block_sizes": [16, 32]})
+    args = module.make_args("ragged")
+    bound = kernel.bind(args)
+    assert resolve_config(bound)["block_sizes"] == [16, 32]
+    bound.set_config({"block_size": [8, 64]})
+    assert resolve_config(bound)["block_sizes"] == [8, 64]
+    assert_matches(bound(*args), module.reference(*args), module.TOLERANCE)
+
+
 @pytest.mark.parametrize("config", [{"block_size": [16, 32]}, {"block_sizes": [[8, 16]], "num_warps": 2}])
 def test_backend_kernels_run_configs_given_in_any_form(config: dict) -> None:
     module, kernel = _mlir_kernel("add", config=config)
@@ -165,6 +179,18 @@ def test_backend_kernels_with_an_invalid_config_raise_invalid_config(config: dic
         kernel(*module.make_args("ragged"))
 
 
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.one_of(st.integers(-70, 300), st.none(), st.booleans(), st.floats(allow_nan=True),
+                                st.text(max_size=2), st.lists(st.integers(1, 64), max_size=2)), max_size=3))
+def test_any_block_sizes_resolve_to_powers_of_two_or_raise_invalid_config(add_bound: Any, sizes: list) -> None:
+    try:
+        resolved = resolve_config(add_bound, {"block_sizes": sizes})
+    except InvalidConfig:
+        return
+    assert len(resolved["block_sizes"]) == 2
+    assert all(int(b) > 0 and int(b) & (int(b) - 1) == 0 for b in resolved["block_sizes"]), resolved
+
+
 @pytest.mark.parametrize("command", ["emit", "run", "ops"])
 def test_command_line_config_helion_refuses_exits_2_naming_the_field(command: str,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -209,6 +235,7 @@ class _Counts:
 @pytest.fixture
 def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Counts]:
     clear_kernel_cache()
+    monkeypatch.setattr(kernel_config, "_RESOLVED", weakref.WeakKeyDictionary())  # nothing resolved yet
     yield _Counts(monkeypatch)
     clear_kernel_cache()
 
@@ -217,13 +244,13 @@ def test_each_entry_point_builds_one_kernel_model_from_one_resolution(counts: _C
     module = load_example_by_name("rms_norm")
     args = module.make_args("ragged")
     bound = module.KERNEL.bind(args)
-    config = {"block_size": 8, "reduction_loop": 32}
-    generate_mlir(bound, config=config)
+    generate_mlir(bound, config={"block_size": 8, "reduction_loop": 32})
     assert counts.take() == (1, 1)
+    config = {"block_size": 4, "reduction_loop": 32}
     compiled = compile_kernel(bound, config=config, pipeline="plain")
     assert counts.take() == (1, 1)
-    assert compile_kernel(bound, config=config, pipeline="plain") is compiled  # cached: resolved, nothing built
-    assert counts.take() == (0, 1)
+    assert compile_kernel(bound, config=config, pipeline="plain") is compiled  # cached: nothing built or normalized
+    assert counts.take() == (0, 0)
     _module, kernel = _mlir_kernel("rms_norm", config=config)
     assert_matches(kernel(*args), module.reference(*args), module.TOLERANCE)
     assert counts.take() == (1, 1)

@@ -25,24 +25,41 @@ validated and then change nothing (docs/lowering.md, "Configs").
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 import helion
 from helion.exc import InvalidConfig
 
-__all__ = ["resolve_config"]
+from ..lru_cache import LRUCache
+
+__all__ = ["RESOLVED_CONFIGS", "resolve_config"]
+
+#: Configs remembered per bound kernel, as given and as resolved: normalizing takes 0.4-0.7 ms,
+#: a thousand times what a ``compile_kernel`` served from its cache takes besides.
+RESOLVED_CONFIGS = 64
+_RESOLVED: "weakref.WeakKeyDictionary[Any, LRUCache[helion.Config]]" = weakref.WeakKeyDictionary()
 
 
 def resolve_config(bound: Any, config: Any = None) -> helion.Config:
-    """The normalized config ``bound`` is lowered with (see the module docstring).
+    """The normalized config ``bound`` is lowered with (see the module docstring); the same
+    ``helion.Config`` for the same config, which nothing may change.
 
     Raises :class:`helion.exc.InvalidConfig` for a config Helion refuses."""
     chosen = _chosen_config(bound, config)
-    try:
-        return bound.config_spec.normalized_config(chosen)
-    except InvalidConfig as err:
-        raise InvalidConfig(f"{err} (kernel '{bound.kernel.name}', {chosen!r})") from err
+    key = repr(chosen)
+    resolved = _RESOLVED.get(bound)
+    if resolved is None:
+        resolved = _RESOLVED.setdefault(bound, LRUCache(RESOLVED_CONFIGS))
+    found = resolved.get(key)
+    if found is None:
+        try:
+            found = bound.config_spec.normalized_config(chosen)
+        except InvalidConfig as err:
+            raise InvalidConfig(f"{err} (kernel '{bound.kernel.name}', {chosen!r})") from err
+        resolved.put(key, found)
+    return found
 
 
 def _chosen_config(bound: Any, config: Any) -> helion.Config:
