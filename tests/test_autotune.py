@@ -25,8 +25,10 @@ from examples_util import load_example_by_name
 from kernels import tuning_kernels
 
 from helion_mlir.errors import ExecutionError, HelionMLIRError, WorkerDiedError
+from helion_mlir.lowering.kernel_config import resolve_config
 from helion_mlir.output_type import OutputType
 from helion_mlir.runtime import compiled_kernel, helion_backend
+from helion_mlir.runtime.compiled_kernel import CompiledKernel
 from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning import worker as worker_module
 from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
@@ -190,6 +192,106 @@ def test_compile_kernel_uses_the_cached_tuned_config(tuned_repeated_copy: dict[s
     assert untuned.config["repeats"] == 64  # other shapes were never tuned: Helion's default
 
 
+def _write_cache_entry(bound: Any, args: tuple[Any, ...], config: helion.Config) -> Path:
+    """The cache entry of ``bound`` on ``args``, written as a tuning run writes it."""
+    key = cpu_cache_key(bound, args, output_type=OutputType.LINALG_ON_TENSORS, threads=torch.get_num_threads())
+    path = cache_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"config": config.to_json()}))
+    return path
+
+
+@pytest.mark.parametrize("bad", [helion.Config(block_sizes=[16]), helion.Config(block_sizes=[16, 24])])
+def test_compile_kernel_skips_an_invalid_cached_config_with_a_warning_naming_the_file(
+        bad: helion.Config, caplog: pytest.LogCaptureFixture) -> None:
+    module = load_example_by_name("add")
+    kernel = helion.kernel(module.KERNEL.fn)  # no config of its own: compile_kernel reads the cache
+    args = module.make_args("ragged")
+    path = _write_cache_entry(kernel.bind(args), args, bad)
+    with caplog.at_level("WARNING"):
+        for _ in range(2):  # every call works, not only the first
+            compiled = compiled_kernel.compile_kernel(kernel, args)
+            torch.testing.assert_close(compiled(*args), module.reference(*args))
+    assert compiled.config == kernel.bind(args).config_spec.default_config()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and str(path) in warnings[0] and "is not valid for it" in warnings[0], warnings
+
+
+def test_compile_kernel_runs_the_default_config_when_the_cached_one_does_not_compile(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    module = load_example_by_name("add")
+    kernel = helion.kernel(module.KERNEL.fn)
+    args = module.make_args("ragged")
+    cached = helion.Config(block_sizes=[2, 64])  # valid, and (here) refused by the CPU compiler
+    path = _write_cache_entry(kernel.bind(args), args, cached)
+    build = CompiledKernel._build_function
+
+    def refuse_the_cached_config(self: CompiledKernel, *options: Any) -> Any:
+        if self.config["block_sizes"] == cached["block_sizes"]:
+            raise ExecutionError("a pass failed")
+        return build(self, *options)
+
+    monkeypatch.setattr(CompiledKernel, "_build_function", refuse_the_cached_config)
+    with caplog.at_level("WARNING"):
+        compiled = compiled_kernel.compile_kernel(kernel, args)
+    assert compiled.config == kernel.bind(args).config_spec.default_config()
+    torch.testing.assert_close(compiled(*args), module.reference(*args))
+    assert any(str(path) in r.getMessage() and "does not compile" in r.getMessage() for r in caplog.records)
+
+
+def test_compile_kernel_resolves_the_cached_config() -> None:
+    module = load_example_by_name("add")
+    kernel = helion.kernel(module.KERNEL.fn)
+    args = module.make_args("ragged")
+    _write_cache_entry(kernel.bind(args), args, helion.Config(block_size=[4, 8]))  # an alias, as Helion takes it
+    compiled = compiled_kernel.compile_kernel(kernel, args)
+    assert compiled.config["block_sizes"] == [4, 8]
+    torch.testing.assert_close(compiled(*args), module.reference(*args))
+
+
+def test_a_cached_config_the_kernel_refuses_is_tuned_again_and_replaced(worker: JITWorker,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    kernel = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick")
+    args = (torch.randn(2, 2), torch.randn(2, 2))  # block sizes 1 and 2 per dimension: a short search
+    bound = kernel.bind(args)
+    path = _write_cache_entry(bound, args, helion.Config(block_sizes=[2]))  # one block size for two dimensions
+    with caplog.at_level("WARNING"):
+        result, run = tune(kernel, args)
+    torch.testing.assert_close(result, args[0] + args[1])
+    warnings = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
+    assert len(warnings) == 1 and "is not valid for it" in warnings[0], warnings
+    assert run.candidates > 0  # a cache miss: tuned again
+    rewritten = helion.Config.from_json(json.loads(path.read_text())["config"])
+    assert resolve_config(bound, rewritten) == resolve_config(bound, bound._config)
+    again = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick")
+    result, run = tune(again, args)  # as the next process would: the repaired entry, nothing tuned
+    torch.testing.assert_close(result, args[0] + args[1])
+    assert (run.candidates, run.timed) == (0, 0)
+
+
+def test_a_cached_config_that_does_not_compile_is_a_cache_miss(monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    kernel = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick")
+    args = (torch.randn(8, 8), torch.randn(8, 8))
+    bound = kernel.bind(args)
+    cached = helion.Config(block_sizes=[2, 4])
+    path = _write_cache_entry(bound, args, cached)
+    build = CompiledKernel._build_function
+
+    def refuse_the_cached_config(self: CompiledKernel, *options: Any) -> Any:
+        if self.config["block_sizes"] == cached["block_sizes"]:
+            raise ExecutionError("a pass failed")
+        return build(self, *options)
+
+    with tuning_session.tuning(bound, args, output_type=OutputType.LINALG_ON_TENSORS, force=False):
+        assert bound.settings.autotuner_fn(bound, args).get() == cached  # compiled here, in this process
+        monkeypatch.setattr(CompiledKernel, "_build_function", refuse_the_cached_config)
+        compiled_kernel.clear_kernel_cache()
+        with caplog.at_level("WARNING"):
+            assert bound.settings.autotuner_fn(bound, args).get() is None
+    assert any(str(path) in r.getMessage() and "does not compile" in r.getMessage() for r in caplog.records)
+
+
 def test_configs_list_runs_the_fastest(worker: JITWorker) -> None:
     slow = helion.Config(block_sizes=[256], repeats=64)
     fast = helion.Config(block_sizes=[256], repeats=1)
@@ -215,7 +317,7 @@ def test_candidates_that_fail_to_lower_crash_or_compute_wrong_numbers_are_skippe
     build = CandidateKernel._build_function
 
     def build_with_abort(self: CandidateKernel, pipeline: str, threads: int | None) -> Any:
-        if self.config == crashing:
+        if self.config["block_sizes"] == crashing["block_sizes"]:  # the candidate's config is normalized
             self.mlir = _with_injected_abort(self.mlir, self.model.name)
         return build(self, pipeline, threads)
 
@@ -255,8 +357,8 @@ def test_candidates_with_the_same_module_are_compiled_and_timed_once(worker: JIT
     x, y = torch.randn(32, 16), torch.randn(32, 16)
     result, run = tune(kernel, (x, y))
     torch.testing.assert_close(result, x + y)
-    keys = {c.config: c.module_key for c in run.kernels}
-    assert keys[configs[0]] == keys[configs[1]] and run.timed == 1
+    keys = {c.config["num_warps"]: c.module_key for c in run.kernels}
+    assert keys[4] == keys[8] and run.timed == 1
 
 
 # ------------------------------------------------------------------- settings and API

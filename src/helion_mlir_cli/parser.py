@@ -37,7 +37,9 @@ Without --args, the arguments come from the file's make_args() and make_kwargs()
 
 CONFIG_HELP = """\
 --config: helion.Config fields as JSON, e.g. '{"block_sizes": [32, 32]}' (default: the
-kernel's own config).
+kernel's own config), normalized as Helion normalizes configs: aliases such as
+'{"block_size": 32}' work, omitted fields take Helion's defaults, and a config Helion
+refuses exits with status 2 naming the field.
 """
 
 EMIT_EPILOG = f"""\

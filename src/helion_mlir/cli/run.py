@@ -75,6 +75,8 @@ def _compiled(bound: Any, output_type: OutputType, config: helion.Config | None,
               checked: bool = False) -> CompiledKernel:
     try:
         return compile_kernel(bound, output_type=output_type, config=config, runtime=runtime, checked=checked)
+    except helion.exc.InvalidConfig as err:
+        raise StageError("config", err) from err
     except ExecutionError as err:
         raise StageError("compile", err) from err
     except Exception as err:  # compile_kernel lowers first
@@ -90,7 +92,7 @@ def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type
 
     Raises :class:`StageError` naming the step that failed.
     """
-    bound = bind(kernel, args, config)
+    bound = bind(kernel, args)
     compiled = _compiled(bound, output_type, config, runtime, checked)
     mlir_args, ref_args = _clone(args), _clone(args)
     started = time.perf_counter()
@@ -115,7 +117,7 @@ def run_on_iree_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, out
     naming the step that failed (``lower``, ``compile`` and ``run`` are IREE's, ``jit``
     the JIT's compile or run).
     """
-    bound = bind(kernel, args, config)
+    bound = bind(kernel, args)
     iree = _compiled(bound, output_type, config, "iree")
     iree_args, our_args = _clone(args), _clone(args)
     started = time.perf_counter()

@@ -18,12 +18,13 @@ from typing import Any
 
 import helion
 
+from ..lowering.kernel_config import resolve_config
 from ..output_type import OutputType
 from ..runtime.tuning.settle import BEST, DEFAULT
 from ..runtime.tuning.tune import TuneResult, tune
-from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError
+from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError, bind, stage
 from .kernel_loading import load_module
-from .targets import KernelTarget, load_target
+from .targets import KernelTarget, load_target, stage_failure
 
 __all__ = ["tune_command"]
 
@@ -38,6 +39,13 @@ def tune_command(options: argparse.Namespace) -> int:
     output_type = OutputType.parse(options.output_type)
     print(f"kernel {target.name} ({target.path}), output type {output_type}, effort {options.effort}")
     print(f"args: {target.describe_args()}", flush=True)
+    if target.config is not None:  # checked before a tuning run, rather than after it
+        try:
+            bound = bind(target.kernel, target.args)
+            with stage("config"):
+                resolve_config(bound, target.config)
+        except StageError as err:
+            raise stage_failure(err, target, output_type) from err.error
     references = _reference(target)
     configs = {GIVEN: target.config} if target.config is not None else {}
     try:

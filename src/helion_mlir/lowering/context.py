@@ -49,11 +49,8 @@ class RuleContext:
         self.emit: Emitter = walker.emit
         self.model: KernelModel = walker.model
         self.deferred: DeferredInliner = walker.deferred
-
-    @property
-    def output_type(self) -> OutputType:
-        """The output type ATen ops are lowered to."""
-        return self.deferred.importer.output_type
+        #: The output type ATen ops are lowered to.
+        self.output_type: OutputType = walker.output_type
 
     @property
     def location(self) -> str | None:

@@ -39,7 +39,7 @@ from .registry import called_graph_ids, effects_of
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 from .tensor_reads import refuse_lost_reads
 
-__all__ = ["ArgKind", "KernelModel", "FunctionArg", "LoopDim", "RootLoop", "host_tensor_name", "resolve_config"]
+__all__ = ["ArgKind", "KernelModel", "FunctionArg", "LoopDim", "RootLoop", "host_tensor_name"]
 
 log = logging.getLogger(__name__)
 
@@ -103,36 +103,16 @@ class RootLoop:
     location: Any = None  # Helion SourceLocation of the ``for`` statement
 
 
-def resolve_config(bound: Any, config: Any = None) -> Any:
-    """The config to lower with: explicit, the bound kernel's, the kernel's single config, or the default.
-
-    A config with fewer block sizes than the kernel tiles dimensions is refused here, by
-    name, instead of failing as an ``IndexError`` inside Helion. (Helion's full config
-    check is not used: it also enforces GPU rules, such as power-of-two blocks, that do not
-    bind on CPU.)
-    """
-    if config is not None:
-        chosen = config if isinstance(config, helion.Config) else helion.Config(**config)
-    elif isinstance(getattr(bound, "_config", None), helion.Config):
-        chosen = bound._config
-    elif configs := list(getattr(bound.kernel, "configs", []) or []):
-        chosen = configs[0]
-    else:
-        return bound.config_spec.default_config()
-    expected = len(bound.config_spec.block_sizes)
-    if "block_sizes" in chosen and len(chosen.block_sizes) < expected:
-        raise HelionMLIRError(
-            f"config {dict(chosen)} has {len(chosen.block_sizes)} block size(s); this kernel tiles "
-            f"{expected} dimension(s): give one block size per hl.tile dimension")
-    return chosen
-
-
 class KernelModel:
-    """Facts about one bound kernel under one config."""
+    """Facts about one bound kernel under one config.
 
-    def __init__(self, bound: Any, config: Any = None) -> None:
+    ``config`` is what :func:`~.kernel_config.resolve_config` returns: an entry point
+    resolves its config once, builds one model and hands it down (argument checks, host
+    code and emission share it)."""
+
+    def __init__(self, bound: Any, config: helion.Config) -> None:
         self.bound = bound
-        self.config = resolve_config(bound, config)
+        self.config = config
         self.host_function = bound.host_function
         if self.host_function is None:
             raise HelionMLIRError(
@@ -168,7 +148,7 @@ class KernelModel:
         """A config's block size is an int, or a host value: a module-level one is read now
         (the kernel is specialized on it), a per-call one is a runtime tile size."""
         if isinstance(size, int):
-            self.block_sizes[block_id] = size
+            self.block_sizes[block_id] = int(size)  # Helion's normalization lets True stand for 1
             return
         expr = size._sympy_() if isinstance(size, torch.SymInt) else sympy.sympify(size)
         if isinstance(expr, sympy.Integer):

@@ -45,8 +45,12 @@ from helion.runtime.config import Config
 from helion.runtime.settings import default_autotuner_fn
 
 from ...errors import HelionMLIRError, WorkerDiedError
+from ...front_end_lock import FRONT_END_LOCK
+from ...lowering.kernel_config import resolve_config
+from ...lowering.kernel_model import KernelModel
 from ...output_type import OutputType
-from ..compiled_kernel import CompiledKernel
+from ..pipelines import Pipeline
+from ..compiled_kernel import CompiledKernel, compile_kernel
 from .cache import cache_class_for, cached_config
 from .protocol import CandidateModule
 from .search_space import cpu_config_overrides
@@ -84,11 +88,11 @@ DEFAULT_BUDGET_SECONDS = {"quick": 45, "full": 420}
 class CandidateKernel(CompiledKernel):
     """A config the autotuner tries: emitted here, compiled and run in the JIT worker."""
 
-    def __init__(self, bound: Any, *, output_type: OutputType, config: Any, threads: int, worker: JITWorker) -> None:
+    def __init__(self, model: KernelModel, *, output_type: OutputType, threads: int, worker: JITWorker) -> None:
         self._worker = worker
-        super().__init__(bound, output_type=output_type, config=config, pipeline="fast", threads=threads)
+        super().__init__(model, output_type=output_type, pipeline=Pipeline.FAST, threads=threads)
 
-    def _build_function(self, pipeline: str, threads: int | None) -> RemoteFunction:
+    def _build_function(self, pipeline: Pipeline, threads: int | None) -> RemoteFunction:
         module = CandidateModule(self.mlir, self.model.name, self.output_type, pipeline, threads or 1, in_place=True)
         # The worker compiles while this process prepares the host code and the next candidates.
         return self._worker.compile(module, wait=False)
@@ -136,14 +140,20 @@ class TuningSession:
         found = self._candidates.get(key)
         if found is None:
             try:
-                found = CandidateKernel(self.bound, output_type=self.output_type, config=config, threads=self.threads,
-                                        worker=self.worker)
+                with FRONT_END_LOCK:  # what reads the bound kernel's shared compile state
+                    model = KernelModel(self.bound, resolve_config(self.bound, config))
+                found = CandidateKernel(model, output_type=self.output_type, threads=self.threads, worker=self.worker)
             except Exception as err:
                 self.failures += 1
                 log.warning("kernel %s: skipping %r: %s", self.bound.kernel.name, config, _first_line(err))
                 raise
             self._candidates[key] = found
         return found
+
+    def compile_cached(self, bound: Any, config: Any) -> Any:
+        """Compile a config read from the autotune cache here, as the kernel will run it after
+        tuning (the compiled kernel is cached, so that run does not compile it again)."""
+        return compile_kernel(bound, config=config, output_type=self.output_type, threads=self.threads).config
 
     @property
     def candidates(self) -> int:
@@ -255,7 +265,8 @@ def _cpu_autotuner_fn(session: TuningSession) -> Callable[..., Any]:
         def factory() -> Any:
             return search_cls(bound, args, **kwargs)
 
-        cache_cls = cache_class_for(settings.autotune_cache, output_type=session.output_type, threads=session.threads)
+        cache_cls = cache_class_for(settings.autotune_cache, output_type=session.output_type, threads=session.threads,
+                                    check=session.compile_cached)
         cache = cache_cls(factory(), autotuner_factory=factory)
         cache.after_search = session.settle
         return cache
@@ -274,7 +285,8 @@ def _expects_candidates(bound: Any, args: Sequence[object], *, force: bool, outp
         return False
     if not force and configs:
         return len(configs) > 1
-    return force or should_skip_cache() or cached_config(bound, args, output_type=output_type, threads=threads) is None
+    return force or should_skip_cache() or cached_config(bound, args, output_type=output_type, threads=threads,
+                                                         warn=False) is None
 
 
 @contextmanager
