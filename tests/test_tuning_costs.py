@@ -134,7 +134,7 @@ def test_tune_caches_the_default_config_when_the_searchs_best_call_is_slower_and
     x = torch.zeros(32768)
     bound = helion.kernel(load_module(source).copy_twice.fn, backend="mlir").bind((x,))
     cached = cached_config(bound, (x,), output_type=LINALG, threads=torch.get_num_threads())
-    assert cached == bound.config_spec.default_config()
+    assert cached is not None and cached.config == bound.config_spec.default_config()
 
 
 def test_a_best_config_as_fast_as_the_default_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -62,8 +62,8 @@ def test_a_search_whose_worker_dies_at_every_step_caches_the_best_config_measure
     bound = kernel.bind((x,))
     assert bound._config["repeats"] == 1  # both candidates were timed, the faster won
     cached = cached_config(bound, (x,), output_type=OutputType.LINALG_ON_TENSORS, threads=torch.get_num_threads())
-    assert cached == bound._config
-    assert run.settlement is not None and run.settlement.config == cached  # measured against the default
+    assert cached is not None and cached.config == bound._config
+    assert run.settlement is not None and run.settlement.config == cached.config  # measured against the default
     assert (run.failures, run.dropped) == (0, 0) and "(worker died)" not in caplog.text
     assert f"kernel repeated_copy: the JIT worker died {len(faults)} time(s) while tuning:" in caplog.text
     for doing in ("compiling @repeated_copy; compiling it again", "running @repeated_copy; trying again",
