@@ -95,3 +95,8 @@ def parallel_even_when_small() -> Iterator[None]:
     yield
     tile_parallel.MIN_PARALLEL_WORK = saved
     clear_kernel_cache()
+
+
+# tests/data/conformance/ is a stand-in Helion checkout that test_conformance_runner.py runs;
+# its test module is not one of this suite's.
+collect_ignore_glob = ["data/*"]
