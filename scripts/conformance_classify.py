@@ -3,7 +3,9 @@
 Kinds, in the order the reports list them:
 
 ``passed``; ``wrong_numbers`` (a numeric assertion failed: ``torch.testing.assert_close``, an
-``assertEqual``/``assertTrue`` over tensors or numbers, an ``assert`` of ``allclose``...);
+``assertEqual``/``assertTrue`` over tensors or floats, an assertion whose statement reads
+``torch.``, ``allclose``, ``.item()``...; a comparison of plain ints, such as a count of
+config entries, is ``assertion_failed``);
 ``assertion_failed`` (any other assertion that is not about generated code, e.g. an expected
 error not raised); ``typed_refusal`` (a ``HelionMLIRError`` subclass, or Helion's own typed
 error ``helion.exc.Base`` other than ``InternalError``); ``other_error`` (any other exception,
@@ -40,7 +42,7 @@ _ACCELERATOR = re.compile(r"Torch not compiled with CUDA enabled|Found no NVIDIA
                           r"|Torch not compiled with XPU|requires a GPU|No module named 'triton'"
                           r"|Cannot access accelerator device")
 _NUMERIC_SOURCE = re.compile(r"allclose|isclose|assert_close|torch\.equal|\.all\(\)|\.any\(\)|torch\."
-                             r"|\.item\(\)|abs\(|tensor\(|max\(|min\(")
+                             r"|\.item\(\)|abs\(|tensor\(")
 _SIGNATURE_SKEW = re.compile(r"unexpected keyword argument|takes \d+ positional argument"
                              r"|missing \d+ required (positional|keyword)")
 _MAX_REASON = 300
@@ -94,13 +96,12 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def _is_numeric_value(value: Any) -> bool:
+    """Tensors and floats (or sequences holding some): a kernel's results. Ints alone are counts."""
     import torch
 
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, (int, float, complex, torch.Tensor)):
+    if isinstance(value, (float, complex, torch.Tensor)):
         return True
-    return isinstance(value, (list, tuple)) and bool(value) and all(_is_numeric_value(v) for v in value)
+    return isinstance(value, (list, tuple)) and any(_is_numeric_value(v) for v in value)
 
 
 def _is_numeric(exc: AssertionError, frames: list[types.FrameType]) -> bool:
@@ -115,13 +116,25 @@ def _is_numeric(exc: AssertionError, frames: list[types.FrameType]) -> bool:
             break
     message = first_line(str(exc))
     test_frames = [frame for frame in frames if _place(frame.f_code.co_filename) == "test"]
-    source = ""
-    if test_frames:
-        import linecache
-
-        frame = test_frames[-1]
-        source = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    source = _statement_source(test_frames[-1]) if test_frames else ""
     return bool(_NUMERIC_SOURCE.search(source) or "tensor(" in message)
+
+
+def _statement_source(frame: types.FrameType) -> str:
+    """The source of the statement a frame is at, over as many lines as its brackets span."""
+    import linecache
+
+    lines, depth, number = [], 0, frame.f_lineno
+    while len(lines) < 12:
+        line = linecache.getline(frame.f_code.co_filename, number)
+        if not line:
+            break
+        lines.append(line)
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        if depth <= 0:
+            break
+        number += 1
+    return "".join(lines)
 
 
 def _assertion_reason(message: str) -> str:

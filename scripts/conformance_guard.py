@@ -19,9 +19,10 @@ and ``STATIC`` says whether the operands call ``to_triton_code``/``to_code`` dir
 run time the names' values decide: generated code is a :class:`GeneratedCode` (the text
 ``BoundKernel.to_code``/``to_triton_code`` and ``helion.experimental.backward`` return is
 wrapped in it), and what is cut from it stays one (slices, lines, ``strip``, ...; counts
-and positions are :class:`CodeInt`). A plain string of 8 or more characters found in a
-text generated during the test, a list of such strings, or a regex match over generated
-code count too, since ``re`` hands back plain strings.
+and positions are :class:`CodeInt`; ``re.search``/``findall``/... over it give
+:class:`CodeMatch` and generated code, :func:`mark_regex_results`). A plain string of 8 or
+more characters found in a text generated during the test, a list of strings found there,
+or a regex match over generated code count too.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from typing import Any
 
 __all__ = [
     "CodeInt",
+    "CodeMatch",
     "GeneratedCode",
     "MODULE_ALIAS",
     "counts",
     "guard_code_assertions",
+    "mark_regex_results",
     "remember_code",
     "reset",
     "skips_code_assertion",
@@ -105,6 +108,51 @@ class GeneratedCode(str):
         return CodeInt(str.index(self, *args))
 
 
+class CodeMatch:
+    """A regex match over generated code, whose groups are generated code (``re.Match`` cannot be subclassed)."""
+
+    def __init__(self, match: re.Match[str]) -> None:
+        self._match = match
+
+    def group(self, *groups: Any) -> Any:
+        return remember_code(self._match.group(*groups)) if len(groups) <= 1 else tuple(
+            remember_code(g) for g in self._match.group(*groups))
+
+    def __getitem__(self, group: Any) -> Any:
+        return remember_code(self._match[group])
+
+    def groups(self, default: Any = None) -> tuple[Any, ...]:
+        return tuple(remember_code(g) for g in self._match.groups(default))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._match, name)
+
+
+def _over_code(search: Any) -> Any:
+    """``re.search``/``match``/``fullmatch``/``findall``/``finditer`` whose results over generated code stay code."""
+
+    def wrapped(pattern: Any, string: Any, *args: Any, **kwargs: Any) -> Any:
+        result = search(pattern, string, *args, **kwargs)
+        if not isinstance(string, GeneratedCode) or result is None:
+            return result
+        if isinstance(result, re.Match):
+            return CodeMatch(result)
+        if isinstance(result, list):
+            return [remember_code(item) if isinstance(item, str) else item for item in result]
+        return (CodeMatch(match) for match in result)  # finditer
+
+    wrapped.__wrapped__ = search  # type: ignore[attr-defined]
+    return wrapped
+
+
+def mark_regex_results() -> None:
+    """Route the ``re`` module's search functions through :func:`_over_code` (once)."""
+    for name in ("search", "match", "fullmatch", "findall", "finditer"):
+        function = getattr(re, name)
+        if not hasattr(function, "__wrapped__"):
+            setattr(re, name, _over_code(function))
+
+
 class _State:
     """Per test: the texts generated so far and the assertions skipped."""
 
@@ -147,7 +195,7 @@ def _is_fragment(value: str) -> bool:
 
 def is_code(value: Any) -> bool:
     """Whether ``value`` is generated code or was cut from it."""
-    if isinstance(value, (GeneratedCode, CodeInt)):
+    if isinstance(value, (GeneratedCode, CodeInt, CodeMatch)):
         return True
     if isinstance(value, str):
         return _is_fragment(value)

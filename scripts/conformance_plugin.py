@@ -160,6 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
     global _RECORDER
     _RECORDER = _Recorder(os.environ.get(RESULTS_ENV))
     _rewrite_test_modules()
+    conformance_guard.mark_regex_results()
     _prepare_helion(config.rootpath.resolve())
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
 import importlib.metadata
 import importlib.util
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -59,6 +61,7 @@ class Options:
     autotune_effort: str
     columns: tuple[str, ...]
     tests_backend: str
+    memory_limit_gb: float
     work_dir: Path
     python: str
     verbose: bool = False
@@ -127,6 +130,8 @@ def _crash_reason(returncode: int | None, log_tail: str) -> str:
             how = f"killed by {signal.Signals(-returncode).name}"
         except ValueError:
             how = f"killed by signal {-returncode}"
+        if returncode == -signal.SIGKILL:
+            how += " (by the out-of-memory killer?)"
     else:
         how = f"exited with status {returncode}"
     lines = log_tail.splitlines()
@@ -146,13 +151,22 @@ def _last_line(text: str) -> str:
     return lines[-1].removeprefix("INTERNALERROR>").strip() if lines else ""
 
 
+def _limit_memory(gigabytes: float) -> None:
+    """Cap the module process's address space: a test allocating past it gets an allocation error
+    instead of the machine's out-of-memory killer (which may pick another process)."""
+    if gigabytes > 0:
+        limit = int(gigabytes * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _run_once(options: Options, run: ModuleRun, results: Path, skip_ids: Path, log_path: Path,
               deadline: float) -> int | None:
     skip_ids.write_text("\n".join(run.outcomes))
     with log_path.open("a", encoding="utf-8") as log:
         proc = subprocess.Popen(_command(options, run.module), cwd=options.work_dir, stdout=log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=_environment(options, run.column, results, skip_ids), start_new_session=True)
+                                env=_environment(options, run.column, results, skip_ids), start_new_session=True,
+                                preexec_fn=functools.partial(_limit_memory, options.memory_limit_gb))
         try:
             return proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -241,7 +255,7 @@ def _describe_environment(options: Options, commit: str | None) -> dict[str, Any
             "helion_mlir": str(Path(spec.origin).parent) if spec and spec.origin else None,
             "output_type": options.output_type, "pipeline": options.pipeline,
             "autotune_effort": options.autotune_effort, "keyword": options.keyword,
-            "tests_backend": options.tests_backend,
+            "tests_backend": options.tests_backend, "memory_limit_gb": options.memory_limit_gb,
             "module_timeout_s": options.module_timeout, "test_timeout_s": options.test_timeout}
 
 
@@ -283,6 +297,8 @@ def _parse(argv: list[str]) -> tuple[Options, argparse.Namespace]:
                         help="HELION_AUTOTUNE_EFFORT for kernels the tests call without a config (default none)")
     parser.add_argument("--tests-backend", default="triton", choices=("triton", "mlir"),
                         help="the backend Helion's test helpers (skip conditions, onlyBackends) see (default triton)")
+    parser.add_argument("--memory-limit", type=float, default=8.0,
+                        help="address space of a module process, in GiB (default 8; 0: none)")
     parser.add_argument("--helion-commit", help="the checkout's commit, when it is not a git work tree")
     parser.add_argument("--work-dir", type=Path, help="keep each module's records and log here")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the module processes")
@@ -298,7 +314,7 @@ def _parse(argv: list[str]) -> tuple[Options, argparse.Namespace]:
     work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="helion-conformance-"))
     options = Options(checkout, modules, args.keyword, args.output_type, args.pipeline, args.module_timeout,
                       args.test_timeout, args.autotune_effort, ("mlir",) if args.no_ref else COLUMNS,
-                      args.tests_backend, work_dir.resolve(), args.python)
+                      args.tests_backend, args.memory_limit, work_dir.resolve(), args.python)
     return options, args
 
 

@@ -215,3 +215,46 @@ def test_the_plain_pipeline_option_reaches_the_backends_compilations(monkeypatch
     monkeypatch.setenv(conformance_plugin.PIPELINE_ENV, "plain")
     conformance_plugin._choose_pipeline()
     assert helion_backend.compile_kernel.keywords == {"pipeline": "plain"}
+
+
+def test_regex_results_over_generated_code_are_code() -> None:
+    import re
+
+    guard.mark_regex_results()
+    guard.reset()
+    code = guard.remember_code("_launcher(_kernel, (triton.cdiv(n, 64),), x)")
+    match = re.search(r"_launcher\([^,]+,\s*\((.+?)\)\s*,", code)
+    assert guard.is_code(match) and guard.is_code(match.group(1)) and guard.is_code(match.group(1).rstrip(","))
+    assert all(guard.is_code(found) for found in re.findall(r"\w+", code))
+    assert not guard.is_code(re.search("a", "plain text"))
+
+
+COUNTS_AND_TENSORS = """
+import unittest
+import torch
+
+case = unittest.TestCase()
+
+
+def compare_counts():
+    case.assertGreater(len([]), 0)
+
+
+def compare_tensors():
+    case.assertTrue(
+        torch.equal(torch.zeros(2), torch.ones(2))
+    )
+"""
+
+
+def test_a_failed_comparison_of_counts_is_not_wrong_numbers_but_of_tensors_is(tmp_path: Path) -> None:
+    import importlib.util
+
+    path = tmp_path / "test" / "test_counts.py"  # where Helion's test modules live
+    path.parent.mkdir()
+    path.write_text(COUNTS_AND_TENSORS)
+    spec = importlib.util.spec_from_file_location("test_counts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert _kind(module.compare_counts)["kind"] == kinds.ASSERTION_FAILED
+    assert _kind(module.compare_tensors)["kind"] == kinds.WRONG_NUMBERS  # the statement spans lines
