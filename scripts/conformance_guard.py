@@ -39,7 +39,9 @@ __all__ = [
     "MODULE_ALIAS",
     "counts",
     "guard_code_assertions",
+    "is_code",
     "mark_regex_results",
+    "note_neutralized",
     "remember_code",
     "reset",
     "skips_code_assertion",
@@ -171,8 +173,7 @@ def reset() -> None:
 
 
 def counts() -> int:
-    """Assertions on generated code skipped since the last :func:`reset` (or
-    :func:`note_neutralized`)."""
+    """Assertions on generated code skipped (or noted by :func:`note_neutralized`) since :func:`reset`."""
     return _STATE.neutralized
 
 

@@ -63,6 +63,30 @@ def build_report(runs: list[ModuleRun], modules: list[str], columns: tuple[str, 
             "totals": totals, "modules": module_rows, "tests": tests}
 
 
+def merge_reports(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with the modules ``update`` ran replaced by ``update``'s (a module run again after a
+    change); totals recounted, and the environment records which modules came from which run."""
+    replaced = {row["module"] for row in update["modules"]}
+    modules = [next(r for r in update["modules"] if r["module"] == row["module"]) if row["module"] in replaced
+               else row for row in base["modules"]]
+    modules += [row for row in update["modules"] if row["module"] not in {r["module"] for r in base["modules"]}]
+    order = [row["module"] for row in modules]
+    tests = [t for t in base["tests"] if t["module"] not in replaced] + update["tests"]
+    tests.sort(key=lambda t: order.index(t["module"]))
+    totals = {}
+    for column in base["columns"]:
+        outcomes = [t[column] for t in tests if column in t]
+        totals[column] = {"tests": len(outcomes), **_counts(outcomes),
+                          "neutralized": sum(o.get("neutralized", 0) for o in outcomes),
+                          "collect_errors": sum(len(r["collect_errors"].get(column, [])) for r in modules)}
+    environment = dict(base["environment"])
+    environment["rerun"] = [*environment.get("rerun", []),
+                            {"modules": sorted(replaced), "started": update["environment"]["started"],
+                             "elapsed_s": update["environment"]["elapsed_s"],
+                             "memory_limit_gb": update["environment"].get("memory_limit_gb")}]
+    return {**base, "environment": environment, "totals": totals, "modules": modules, "tests": tests}
+
+
 def progress_line(run: ModuleRun) -> str:
     counts = _counts(list(run.outcomes.values()))
     shown = ", ".join(f"{n} {_TITLES[k]}" for k, n in counts.items() if n)
@@ -99,7 +123,10 @@ def markdown(report: dict[str, Any]) -> str:
             f"helion {env['helion_installed']}, output type `{env['output_type']}`, pipeline `{env['pipeline']}`, "
             f"autotune effort `{env['autotune_effort']}`, test helpers see backend `{env['tests_backend']}`"
             + (f", `-k {env['keyword']}`" if env.get("keyword") else "")
-            + f"; wall time {env['elapsed_s'] / 60:.1f} min with {env['jobs']} module process(es) at a time.")
+            + f"; wall time {env['elapsed_s'] / 60:.1f} min with {env['jobs']} module process(es) at a time."
+            + "".join(f" Modules {', '.join(r['modules'])} run again at {r['started']} ({r['elapsed_s'] / 60:.1f} min)"
+                      + (f" with a {r['memory_limit_gb']:g} GiB memory limit." if r.get("memory_limit_gb") else ".")
+                      for r in env.get("rerun", [])))
     out = [BEGIN, head, "", "### Totals", "",
            "| column | tests | " + " | ".join(_TITLES[k] for k in shown) + " | code assertions neutralized |",
            "|---" * (len(shown) + 3) + "|"]

@@ -1,7 +1,8 @@
 """Run Helion's own test modules on CPU through helion_mlir and report conformance.
 
 ``python scripts/helion_conformance.py HELION_CHECKOUT [--modules a,b] [-k EXPR] [--report FILE]
-[--markdown FILE]`` (``--from-report FILE --markdown FILE`` renders an earlier run's report): each ``HELION_CHECKOUT/test/test_<module>.py`` runs under pytest in a process of
+[--markdown FILE]`` (``--from-report FILE [--merge LATER] --markdown FILE`` renders an earlier run's report,
+with modules run again taken from a later one): each ``HELION_CHECKOUT/test/test_<module>.py`` runs under pytest in a process of
 its own, with :mod:`conformance_plugin` loaded, once with the ``mlir`` backend and once in Helion's
 reference mode (``HELION_INTERPRET=1``) as a control. A process that dies (a crash, or a test
 past the per-test limit) is recorded against the test it was running and started again after
@@ -297,8 +298,8 @@ def _parse(argv: list[str]) -> tuple[Options, argparse.Namespace]:
                         help="HELION_AUTOTUNE_EFFORT for kernels the tests call without a config (default none)")
     parser.add_argument("--tests-backend", default="triton", choices=("triton", "mlir"),
                         help="the backend Helion's test helpers (skip conditions, onlyBackends) see (default triton)")
-    parser.add_argument("--memory-limit", type=float, default=8.0,
-                        help="address space of a module process, in GiB (default 8; 0: none)")
+    parser.add_argument("--memory-limit", type=float, default=16.0,
+                        help="address space of a module process, in GiB (default 16; 0: none)")
     parser.add_argument("--helion-commit", help="the checkout's commit, when it is not a git work tree")
     parser.add_argument("--work-dir", type=Path, help="keep each module's records and log here")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the module processes")
@@ -334,12 +335,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _render(argv: list[str]) -> int:
-    """``--from-report REPORT.json [--markdown FILE]``: the summary and markdown of an earlier run."""
+    """``--from-report REPORT.json [--merge LATER.json] [--output FILE] [--markdown FILE]``: the summary
+    and markdown of an earlier run, with the modules a later run covered taken from it."""
     parser = argparse.ArgumentParser(prog="helion_conformance --from-report")
     parser.add_argument("report", type=Path)
     parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--merge", type=Path, help="a later report whose modules replace the report's")
+    parser.add_argument("--output", type=Path, help="write the (merged) report here")
     args = parser.parse_args(argv)
     report = json.loads(args.report.read_text())
+    if args.merge:
+        report = conformance_report.merge_reports(report, json.loads(args.merge.read_text()))
+    if args.output:
+        args.output.write_text(json.dumps(report, indent=1) + "\n")
     if args.markdown:
         conformance_report.write_markdown(report, args.markdown)
     print(conformance_report.summary_text(report))

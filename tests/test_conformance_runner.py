@@ -258,3 +258,17 @@ def test_a_failed_comparison_of_counts_is_not_wrong_numbers_but_of_tensors_is(tm
     spec.loader.exec_module(module)
     assert _kind(module.compare_counts)["kind"] == kinds.ASSERTION_FAILED
     assert _kind(module.compare_tensors)["kind"] == kinds.WRONG_NUMBERS  # the statement spans lines
+
+
+def test_a_module_run_again_replaces_its_results_in_an_earlier_report() -> None:
+    env = {"started": "then", "elapsed_s": 60.0, "jobs": 1, "helion_commit": "abc", "helion_installed": "1.5.1",
+           "output_type": "linalg-on-tensors", "pipeline": "fast", "autotune_effort": "none",
+           "tests_backend": "triton"}
+    first = conformance_report.build_report([_run("mlir", {"test/test_y.py::T::test_1": kinds.CRASH})], ["y"],
+                                            ("mlir",), env)
+    again = conformance_report.build_report([_run("mlir", {"test/test_y.py::T::test_1": kinds.PASSED})], ["y"],
+                                            ("mlir",), {**env, "started": "now", "memory_limit_gb": 16.0})
+    merged = conformance_report.merge_reports(first, again)
+    assert merged["totals"]["mlir"][kinds.PASSED] == 1 and merged["totals"]["mlir"][kinds.CRASH] == 0
+    assert merged["environment"]["rerun"][0]["modules"] == ["y"]
+    assert "Modules y run again at now" in conformance_report.markdown(merged)
