@@ -143,7 +143,8 @@ def test_run_exits_1_when_results_differ(monkeypatch, capsys) -> None:
     assert "mismatch: 1 of 1 output(s) differ" in out
 
 
-def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_file: Path, capsys) -> None:
+def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_file: Path, capsys,
+                                                            monkeypatch) -> None:
     for name in ("add.py", "exp.py"):
         shutil.copy(ROOT / "examples" / name, tmp_path / name)
     (tmp_path / "broken.py").write_text("import helion\ndef f(:\n")
@@ -160,10 +161,13 @@ def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_
     assert "inline assembly is specific to a GPU back end" in rows[f"{asm_file}:asm_copy"]
     assert f"{asm_file}:{ASM_LINE}" in rows[f"{asm_file}:asm_copy"]
     assert "import failed: SyntaxError" in rows[str(tmp_path / "broken.py")]
-    assert "skipped: no arguments (define make_args, or pass --args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
+    assert "skipped: no arguments (define make_args(), or pass --args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
     assert "2 passed, 2 failed, 1 skipped" in captured.out
     assert "hint: express the operation with torch ops" in captured.out  # the full failure message
-    assert "3/3" in captured.err  # the progress bar
+    assert "3/3" not in captured.err  # no progress bar drawn into a pipe or file
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["check", str(tmp_path / "add.py")]) == 0
+    assert "1/1" in capsys.readouterr().err  # on a terminal, the progress bar
 
 
 def test_check_leaves_out_virtual_environments_installed_packages_and_build_folders(tmp_path: Path, capsys) -> None:

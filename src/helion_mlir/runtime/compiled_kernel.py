@@ -26,6 +26,7 @@ from ..lru_cache import LRUCache
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from .argument_checks import ArgumentChecks, ReadGuards, describe_value
+from .default_config_hint import hint_default_config
 from .engine import clear_compile_cache, compile_module
 from .host_code import HostCode
 from .iree_engine import compile_with_iree
@@ -236,6 +237,8 @@ def compile_kernel(
             return cached
         config = cached_config(bound, args, output_type=kind, threads=threads)
     cfg = resolve_config(bound, config)
+    if config is None and not _has_own_config(bound):
+        hint_default_config(bound, cfg)
     key = (id(bound), repr(cfg), *options)
     cached = _CACHE.get(key)
     if cached is None or cached.bound is not bound:  # an id may be reused
