@@ -93,13 +93,14 @@ def _integer_power(base: torch.Tensor, exponent: Any) -> Any:
 
 
 def _numeric_operands(*operands: Any, floats: bool) -> bool:
-    """Every tensor operand holds integers (or, with ``floats``, floats too), every other
-    one is a Python number of that kind, and one is a tensor."""
+    """One operand is a tensor, every tensor holds integers (or floats, with ``floats``), and
+    every other operand is a number of that kind (Python or symbolic)."""
     tensors = [x for x in operands if isinstance(x, torch.Tensor)]
+    numbers = [x for x in operands if not isinstance(x, torch.Tensor)]
     kinds = (int, torch.SymInt, float, torch.SymFloat) if floats else (int, torch.SymInt)
-    return bool(tensors) and all(t.dtype != torch.bool and (floats or not t.dtype.is_floating_point)
-                                 for t in tensors) and all(
-        isinstance(x, torch.Tensor) or (isinstance(x, kinds) and not isinstance(x, bool)) for x in operands)
+    tensors_fit = all(t.dtype != torch.bool and (floats or not t.dtype.is_floating_point) for t in tensors)
+    numbers_fit = all(isinstance(x, kinds) and not isinstance(x, bool) for x in numbers)
+    return bool(tensors) and tensors_fit and numbers_fit
 
 
 def _as_tensor_beside(value: Any, other: torch.Tensor) -> torch.Tensor:
@@ -137,8 +138,9 @@ def _integer_floor_division(a: Any, b: Any, *, rounding_mode: str | None = None)
 def _remainder(a: Any, b: Any) -> Any:
     """``a % b`` (the divisor's sign), as torch computes it: the truncated remainder plus the
     divisor where their signs differ. torch-mlir's stablehlo form is the truncated remainder
-    alone (``stablehlo.remainder``), and its tosa form of an integer one is inexact past 2**53;
-    the truncated remainder is ``fmod`` for floats and ``a - trunc(a / b) * b`` for integers."""
+    alone (``stablehlo.remainder``), and its tosa form of an integer one was wrong for large
+    operands; the truncated remainder is ``fmod`` for floats and ``a - trunc(a / b) * b`` for
+    integers."""
     if not _numeric_operands(a, b, floats=True):
         return NotImplemented
     tensor = a if isinstance(a, torch.Tensor) else b
@@ -183,7 +185,6 @@ _EXACT_REWRITES: dict[Any, Callable[..., Any]] = {
     aten.fmod.Tensor: _integer_fmod,
     aten.fmod.Scalar: _integer_fmod,
 }
-
 
 
 def rewritten_before_import(target: Any, operands: Sequence[Any]) -> bool:
