@@ -16,6 +16,14 @@ def convert(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@helion.kernel(config=helion.Config(block_sizes=[8]))
+def convert_rows(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``x.to(out.dtype)`` of whole rows: with dynamic shapes, a tile of dynamic width."""
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :].to(out.dtype)
+    return out
+
+
 @helion.kernel(config=helion.Config(block_sizes=[256]))
 def store_converts(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """The store converts to the destination's dtype (no node of its own)."""
