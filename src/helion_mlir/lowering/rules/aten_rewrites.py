@@ -17,6 +17,12 @@ takes; what torch-mlir does lower keeps going through it (``lower_aten_op``).
   argument means), and a mean over a dynamic dimension is the sum divided by the element
   count read at run time: torch's own CPU computation, which sums and divides
   half-precision inputs in float32.
+- ``aten.neg`` of an integer tensor: torch-mlir's linalg backend (which raw output also
+  runs) negates through f32 (``sitofp``, ``negf``, ``fptosi``), wrong for every magnitude
+  above 2^24 and for the minimum, and its tosa backend fails on int64. It is ``0 - x`` in
+  the integer type (``arith.subi``, wrapping as torch does), for every output type; Helion's
+  Philox generator (``hl.rand``, ``hl.randint``, ``torch.rand_like``) negates 32-bit
+  values.
 """
 
 from __future__ import annotations
@@ -77,6 +83,22 @@ def lower_scalar_tensor(ctx: RuleContext, node: fx.Node) -> Any:
         return lower_aten_op(ctx, node)
     dtype = node.meta["val"].dtype
     return zero_dim_tensor(ctx.emit, ctx.emit.convert(value, element_type(dtype)), [dtype])
+
+
+@register_lowering(aten.neg.default)
+def lower_neg(ctx: RuleContext, node: fx.Node) -> Any:
+    args, _kwargs = traced_call(node)
+    x = ctx.value(args[0])
+    if not isinstance(x, Tensor) or x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+        return lower_aten_op(ctx, node)
+    emit = ctx.emit
+    elt = element_type(x.dtype)
+    zero = emit.const(0, elt)
+
+    def body(block_args: list[str], _index: Callable[[int], str]) -> str:
+        return emit.assign("neg", f"arith.subi {zero.ssa}, {block_args[0]} : {elt}")
+
+    return emit.elementwise([x], x.shape, x.dtype, body, hint="neg")
 
 
 @register_lowering(aten.mean.dim)
