@@ -11,6 +11,7 @@ from . import (
     memory,
     quantized,
     reductions,
+    rng,
     rolled_reductions,
     scalars,
     tiles,
@@ -19,5 +20,5 @@ from . import (
 
 __all__ = [
     "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "helper_ops", "matmul", "memory",
-    "quantized", "reductions", "rolled_reductions", "scalars", "tiles", "views",
+    "quantized", "reductions", "rng", "rolled_reductions", "scalars", "tiles", "views",
 ]
