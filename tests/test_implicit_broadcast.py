@@ -98,5 +98,14 @@ def test_a_dim_several_result_dims_could_take_lines_up_as_torch_does(caplog: pyt
 
 def test_an_operand_whose_tiles_are_out_of_the_results_order_is_refused() -> None:
     a, b = torch.randn(8, 16, 16), torch.randn(16, 8)
-    with pytest.raises(HelionMLIRError, match=r"node 'add' \(aten.add.Tensor\) at .*broadcast_kernels.py:\d+: .*reordered"):
+    with pytest.raises(HelionMLIRError, match=r"node 'add' \(aten.add.Tensor\) at .*broadcast_kernels.py:\d+: "
+                                              r".*puts the tile of size u2 on the result's dim 0"):
         generate_mlir(KERNELS.add_transposed.bind((a, b)))
+
+
+def test_an_operand_keeps_the_order_of_its_dims() -> None:
+    """``b[None, tile_w]``: Helion matches the tile first and sends the unit dim to the last free
+    dim, then places the operand's dims in their own order (as torch does here)."""
+    a, b = torch.randn(8, 16, 16), torch.randn(16)
+    got = compile_kernel(KERNELS.add_row_under_new_axis.bind((a, b)))(a, b)
+    torch.testing.assert_close(got, a + b[None, None, :])

@@ -68,3 +68,12 @@ def add_transposed(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     for tile_b, tile_c, tile_w in hl.tile(a.size()):
         out[tile_b, tile_c, tile_w] = a[tile_b, tile_c, tile_w] + b[tile_w, tile_b]
     return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[4, 8, 8]))
+def add_row_under_new_axis(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``b[None, tile_w]`` on a ``[tile_b, tile_c, tile_w]`` tile: the unit dim stays before the tile."""
+    out = torch.empty_like(a)
+    for tile_b, tile_c, tile_w in hl.tile(a.size()):
+        out[tile_b, tile_c, tile_w] = a[tile_b, tile_c, tile_w] + b[None, tile_w]
+    return out

@@ -8,15 +8,16 @@ pointwise op (or of ``expand``) at the result's dim of the same block: in
 ``for t0, t1 in hl.tile(a.size()): a[t0, t1] + b[t0]``, ``b[t0]`` is read as
 ``b[t0][:, None]``, not as a row (Helion's ``TileDispatch.broadcast_expand_dims``). A dim
 that is not a tile goes to the first free non-tile result dim of the same size, else to the
-last free result dim. :func:`helion_placement` is that rule; the ATen rule inserts the unit
-dims it implies before torch-mlir broadcasts (``lower_aten_op``).
+last free result dim; the operand's dims then take the chosen result dims in their own order.
+:func:`helion_placement` is that rule; the ATen rule inserts the unit dims it implies before
+torch-mlir broadcasts (``lower_aten_op``).
 
 Where several result dims could take an operand dim (``x[t, :, :] + w`` with two trailing
 dims of ``w``'s size, whole dims of one size sharing Helion's reduction block), Helion's
 code generators take the first and its reference mode, as torch, the last: the lowering
-takes torch's, logging a warning. Dims the rule would place out of their order are
-refused (:class:`~helion_mlir.errors.HelionMLIRError`): Helion keeps the operand's order
-there and misreads it.
+takes torch's, logging a warning. An operand whose tiles are out of the result's order is
+refused (:class:`~helion_mlir.errors.HelionMLIRError`): keeping the operand's order, Helion
+would put a tile on another tile's dim.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def helion_placement(env: Any, operand: Sequence[Any], result: Sequence[Any], wh
     if not operand or len(operand) >= len(result):
         return None
     used: set[int] = set()
-    placement: list[int] = []
+    chosen: list[int] = []
     for i, size in enumerate(operand):
         candidates = [d for d in range(len(result)) if d not in used and _same_dim(env, size, result[d])]
         trailing = len(result) - len(operand) + i
@@ -58,14 +59,17 @@ def helion_placement(env: Any, operand: Sequence[Any], result: Sequence[Any], wh
             match = candidates[0]
         else:  # Helion's fallback: the last free dim
             match = max(d for d in range(len(result)) if d not in used)
-        placement.append(match)
+        chosen.append(match)
         used.add(match)
-    if placement != sorted(placement):
-        raise HelionMLIRError(
-            f"an operand of shape {list(operand)} broadcast to {list(result)} would have its dims reordered "
-            f"(to result dims {placement}), which Helion's code generators do not do; permute the operand "
-            "to the result's order first"
-        )
+    placement = sorted(chosen)  # Helion keeps the operand's order: its dims take the chosen dims in order
+    for size, dim in zip(operand, placement):
+        block = _block_of(env, size)
+        if block is not None and _block_of(env, result[dim]) != block and not _known_equal(env, size, 1):
+            raise HelionMLIRError(
+                f"an operand of shape {list(operand)} broadcast to {list(result)}: Helion lines its dims up with "
+                f"result dims {placement} in their order, which puts the tile of size {size} on the result's dim "
+                f"{dim} ({result[dim]}); permute the operand to the result's order first"
+            )
     trailing = list(range(len(result) - len(operand), len(result)))
     return None if placement == trailing else placement
 
