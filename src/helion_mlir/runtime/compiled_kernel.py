@@ -103,7 +103,8 @@ class CompiledKernel:
         with FRONT_END_LOCK:  # the model as emission left it, and the bound kernel's compile state
             self._read_guards = ReadGuards(model)
             wanted = {name for arg in model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
-            self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names)
+            self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names,
+                                            model.rng_seed_count)
             self._params = list(bound.host_function.params.arguments)
             self._fake_args = list(bound.fake_args)
             self._checks = ArgumentChecks(bound, model)

@@ -22,6 +22,12 @@ takes; what torch-mlir does lower keeps going through it (``lower_aten_op``).
   f64 is in no TOSA profile). They are the mean, then the mean square deviation from it,
   computed in the input's precision (float32 for half-precision inputs, as torch's CPU
   kernels do), over the in-bounds lanes and a count read at run time like ``mean.dim``.
+- ``aten.neg`` of an integer tensor: torch-mlir's linalg backend (which raw output also
+  runs) negates through f32 (``sitofp``, ``negf``, ``fptosi``), wrong for every magnitude
+  above 2^24 and for the minimum, and its tosa backend fails on int64. It is ``0 - x`` in
+  the integer type (``arith.subi``, wrapping as torch does), for every output type; Helion's
+  Philox generator (``hl.rand``, ``hl.randint``, ``torch.rand_like``) negates 32-bit
+  values.
 """
 
 from __future__ import annotations
@@ -82,6 +88,22 @@ def lower_scalar_tensor(ctx: RuleContext, node: fx.Node) -> Any:
         return lower_aten_op(ctx, node)
     dtype = node.meta["val"].dtype
     return zero_dim_tensor(ctx.emit, ctx.emit.convert(value, element_type(dtype)), [dtype])
+
+
+@register_lowering(aten.neg.default)
+def lower_neg(ctx: RuleContext, node: fx.Node) -> Any:
+    args, _kwargs = traced_call(node)
+    x = ctx.value(args[0])
+    if not isinstance(x, Tensor) or x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+        return lower_aten_op(ctx, node)
+    emit = ctx.emit
+    elt = element_type(x.dtype)
+    zero = emit.const(0, elt)
+
+    def body(block_args: list[str], _index: Callable[[int], str]) -> str:
+        return emit.assign("neg", f"arith.subi {zero.ssa}, {block_args[0]} : {elt}")
+
+    return emit.elementwise([x], x.shape, x.dtype, body, hint="neg")
 
 
 @register_lowering(aten.mean.dim)
