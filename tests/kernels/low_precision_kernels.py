@@ -103,7 +103,7 @@ def float8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@helion.kernel(config=helion.Config(block_sizes=[16, 16, 32]))
+@helion.kernel(config=helion.Config(block_sizes=[16, 16]))
 def float8_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``torch.addmm`` with a float8 bias and float8 operands over one K tile."""
     m, _ = a.size()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import dataclasses
 import json
 from collections.abc import Sequence

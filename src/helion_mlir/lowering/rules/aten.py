@@ -9,7 +9,7 @@ runtime scalars become scalar operands.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -74,7 +74,7 @@ def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
         target = tensor_operand_overload(node.target, args, kwargs)
         args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
     if not numbers and target is node.target and args == node.args and kwargs == dict(node.kwargs):
-        values = aligned_to_result(ctx, node, node, input_values(ctx, node))
+        values = aligned_to_result(ctx, node, node_inputs(node), input_values(ctx, node))
         return _checked(ctx.emit, node, import_and_inline(ctx, node, values))
     # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
     # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
@@ -85,7 +85,7 @@ def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
     try:
         with twin_node(node, target, args, kwargs, scratch) as twin:
             values = input_values(ctx, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
-            values = aligned_to_result(ctx, node, twin, values)
+            values = aligned_to_result(ctx, node, node_inputs(twin), values)
             return _checked(ctx.emit, node, import_and_inline(ctx, twin, values, report_as=node))
     except UnsupportedNodeError as err:  # report it for the node the user's graph has
         raise err.about(node) from None
@@ -94,9 +94,9 @@ def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
             scratch.erase_node(stand_in)
 
 
-def aligned_to_result(ctx: RuleContext, node: fx.Node, importing: fx.Node, values: list[Any]) -> list[Any]:
-    """The input values of ``importing`` (``node`` or its twin), each operand of lower rank
-    than ``node``'s result given unit dims where Helion broadcasts it (see
+def aligned_to_result(ctx: RuleContext, node: fx.Node, sources: Sequence[Any], values: list[Any]) -> list[Any]:
+    """``values`` (those of the operands ``sources``, nodes or numbers), each tensor operand of
+    lower rank than ``node``'s result given unit dims where Helion broadcasts it (see
     :mod:`..broadcasting`): ``b[t0]`` added to ``a[t0, t1]`` is ``b[t0][:, None]``.
 
     Helion lines operands up so in the inputs of its pointwise (Inductor) lowerings and of
@@ -106,8 +106,8 @@ def aligned_to_result(ctx: RuleContext, node: fx.Node, importing: fx.Node, value
     if not isinstance(result, torch.Tensor) or not _broadcasts_by_tile(node):
         return values
     aligned = []
-    for source, value in zip(node_inputs(importing), values):
-        meta = source.meta.get("val")
+    for source, value in zip(sources, values):
+        meta = source.meta.get("val") if isinstance(source, fx.Node) else None
         if isinstance(value, Tensor) and isinstance(meta, torch.Tensor) and meta.dim() == value.rank:
             where = f"node '{node.name}' at {node_source_location(node)}: "
             placement = helion_placement(ctx.model.bound.env, list(meta.shape), list(result.shape), where)
