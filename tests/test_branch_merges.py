@@ -192,7 +192,7 @@ def test_if_and_else_storing_into_a_dynamic_tensor_are_two_loops_one_of_which_ru
         // CHECK:       %[[EQ:$V]] = tensor.extract %{{$V}}[] : tensor<i1>
         // CHECK-NEXT:  %[[THEN:$V]] = arith.index_castui %[[EQ]] : i1 to index
         // CHECK:       %[[FIRST:$V]] = scf.for %{{$V}} = %{{$V}} to %[[THEN]] step
-        // CHECK:         arith.cmpf ugt
+        // CHECK:         arith.cmpf olt
         // CHECK:       %[[NOT:$V]] = arith.xori %[[EQ]], %{{$V}} : i1
         // CHECK-NEXT:  %[[ELSE:$V]] = arith.index_castui %[[NOT]] : i1 to index
         // CHECK:       tensor.reshape %[[FIRST]](

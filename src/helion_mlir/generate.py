@@ -19,9 +19,9 @@ from typing import Any
 
 from .errors import HelionMLIRError
 from .front_end_lock import FRONT_END_LOCK
-from .importer.node_importer import TorchMLIRNodeImporter
 from .inliner.builder import MLIRBuilder
 from .inliner.lexer import strip_locations
+from .lowering.kernel_config import resolve_config
 from .lowering.kernel_model import ArgKind, KernelModel, RootLoop
 from .lowering.values import Scalar, Tensor, Value
 from .lowering.visitor import IRVisitor
@@ -29,7 +29,7 @@ from .mlir_context import file_location, source_location_body
 from .output_type import OutputType
 from .verify import verify_module_text
 
-__all__ = ["generate_mlir", "bind_kernel"]
+__all__ = ["bind_kernel", "emit_module", "emit_unverified", "generate_mlir", "kernel_model"]
 
 log = logging.getLogger(__name__)
 
@@ -63,36 +63,42 @@ def generate_mlir(
 
     ``bound_kernel`` is what ``kernel.bind(args)`` returns (or a ``helion.Kernel`` with
     ``args``). ATen ops are lowered to ``output_type``; the config's block sizes give the
-    static tile shapes (``config`` overrides the kernel's own config).
+    static tile shapes (``config`` overrides the kernel's own config; it is normalized as
+    Helion normalizes it, and one Helion refuses raises :class:`helion.exc.InvalidConfig`).
 
     Every op has the ``loc("file.py":line:col)`` of the kernel line it came from, and the
     module is verified with them (diagnostics quote kernel lines). As MLIR's printer does
     by default, the returned text leaves them out; ``debug_info=True`` keeps them (MLIR's
     ``--mlir-print-debuginfo``).
     """
+    kind = OutputType.parse(output_type)
+    return emit_module(kernel_model(bound_kernel, args, config), kind, debug_info=debug_info)
+
+
+def kernel_model(kernel: Any, args: tuple[Any, ...] | None = None, config: Any = None) -> KernelModel:
+    """The model of a kernel (bound, or a ``helion.Kernel`` with ``args``) under ``config``,
+    resolved once (:func:`~helion_mlir.lowering.kernel_config.resolve_config`)."""
+    with FRONT_END_LOCK:  # the bound kernel's fake tensors and compile environment are shared
+        bound = bind_kernel(kernel, args)
+        return KernelModel(bound, resolve_config(bound, config))
+
+
+def emit_module(model: KernelModel, output_type: OutputType, *, debug_info: bool = False) -> str:
+    """The verified module of ``model`` (see :func:`generate_mlir`)."""
     started = time.perf_counter()
-    model, text = emit_unverified(bound_kernel, args, output_type=output_type, config=config)
+    text = emit_unverified(model, output_type)
     verify_module_text(text, what=f"module emitted for kernel '{model.name}'")
-    log.info("emitted kernel %s (%s) in %.1f ms", model.name, OutputType.parse(output_type).value,
+    log.info("emitted kernel %s (%s) in %.1f ms", model.name, output_type.value,
              (time.perf_counter() - started) * 1e3)
     return text if debug_info else strip_locations(text)
 
 
-def emit_unverified(
-    bound_kernel: Any,
-    args: tuple[Any, ...] | None = None,
-    *,
-    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
-    config: Any = None,
-) -> tuple[KernelModel, str]:
-    """The emission step of :func:`generate_mlir` without verification (for batch reports,
+def emit_unverified(model: KernelModel, output_type: OutputType) -> str:
+    """The emission step of :func:`emit_module` without verification (for batch reports,
     which tell emission failures from verification failures). Never return its text to users."""
-    output_type = OutputType.parse(output_type)
     with FRONT_END_LOCK:  # the bound kernel's fake tensors and compile environment are shared
-        bound = bind_kernel(bound_kernel, args)
-        model = KernelModel(bound, config)
         builder = MLIRBuilder()
-        visitor = IRVisitor(model, builder, TorchMLIRNodeImporter(output_type))
+        visitor = IRVisitor(model, builder, output_type)
         with model.helion_env():
             try:
                 _emit_function(visitor)
@@ -100,7 +106,7 @@ def emit_unverified(
                 visitor.deferred.check()  # an earlier ATen node's failure comes first
                 raise
             visitor.deferred.flush()
-    return model, builder.render()
+    return builder.render()
 
 
 def _emit_function(visitor: IRVisitor) -> None:

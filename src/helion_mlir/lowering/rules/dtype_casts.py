@@ -5,7 +5,7 @@ torch-mlir: every torch-mlir backend turns it into a bare ``arith.truncf``, whic
 torch's rules (e4m3fn saturates to +-448, e8m0 takes the magnitude, f64 is rounded to f32
 first); the cast spells them out (see docs/lowering.md, "Low-precision dtypes"). So does
 ``.to(float16 / bfloat16)`` of an integer or float64 tensor, which torch rounds through
-float32 (torch-mlir's own output is rewritten alike, :mod:`helion_mlir.importer.half_conversions`;
+float32 (torch-mlir's own output is rewritten alike, :mod:`helion_mlir.importer.bf16_conversions`;
 this covers the raw output type too).
 
 ``tensor.view(dtype)`` between dtypes of one width is a bitcast of every element, which
@@ -22,6 +22,7 @@ import torch
 from torch import fx
 
 from ...mlir_types import LOW_PRECISION_FLOATS, PACKED_PAIR_DTYPES, element_type
+from ...output_type import OutputType
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..helion_compat import original_args
@@ -31,6 +32,7 @@ from .aten import lower_aten_op
 from .views import expand_dims
 
 _BYTE_DTYPES = (torch.uint8, torch.int8)
+_HALF_TYPES = {torch.float16, torch.bfloat16}
 _NIBBLE = 4  # bits per value of a packed pair
 
 
@@ -53,14 +55,20 @@ def _rounds_through_f32(source: torch.dtype, target: torch.dtype) -> bool:
 @register_lowering(torch.ops.prims.convert_element_type.default, torch.ops.aten._to_copy.default)
 def lower_convert(ctx: RuleContext, node: fx.Node) -> Any:
     """``x.to(dtype)``: torch's conversion rules for 8-bit floats and for 16-bit floats made
-    from integers or float64, torch-mlir for the rest."""
+    from integers or float64, torch-mlir for the rest, except where torch-mlir's tosa form
+    does not lower: any conversion of a tensor with a dynamic dimension (``failed to legalize
+    operation 'torch.aten.to.dtype'``), and between float16 and bfloat16 (a ``tosa.cast`` that
+    tosa-to-linalg refuses)."""
     source = _traced_args(node)[0]
     value = ctx.tensor(source) if isinstance(source, fx.Node) else None
     result = node.meta["val"]
-    if value is None or not (any(_is_low_precision(d) for d in (value.dtype, result.dtype))
-                             or _rounds_through_f32(value.dtype, result.dtype)):
+    if value is None:
         return lower_aten_op(ctx, node)
-    return ctx.emit.cast(value, result.dtype)
+    own = (any(_is_low_precision(d) for d in (value.dtype, result.dtype))
+           or _rounds_through_f32(value.dtype, result.dtype))
+    if ctx.output_type is OutputType.TOSA:
+        own = own or None in value.shape or {value.dtype, result.dtype} == _HALF_TYPES
+    return ctx.emit.cast(value, result.dtype) if own else lower_aten_op(ctx, node)
 
 
 @register_lowering(torch.ops.aten.view.dtype)
