@@ -6,8 +6,9 @@ same examples; ``explore`` runs thousands of random examples when hunting for bu
 
 The config fuzzer (tests/test_config_fuzz.py) takes ``--fuzz-configs N`` (configs per
 example, 2 in CI) and ``--fuzz-seed S`` (0 in CI; another seed draws other configs).
-``--iree-gpu-all`` compiles every example for every GPU target (tests/test_iree_gpu_targets.py;
-CI compiles a subset).
+``--iree-all`` compiles every example for every GPU target (tests/test_iree_gpu_targets.py)
+and runs every 16-bit-float example on a CPU without native bf16 (tests/test_examples_iree.py;
+CI runs a subset of each).
 
 Tests marked ``stress`` repeat what a default test does at full size (many rounds of
 threads, say); they take minutes and run only with ``--stress``
@@ -55,9 +56,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fuzz-seed", type=int, default=0, metavar="S",
                     help="base seed of the fuzzed configs (default 0: the configs CI checks)")
     parser.addoption("--stress", action="store_true", help="also run the tests marked stress (minutes each)")
-    parser.addoption("--iree-gpu-all", action="store_true",
-                     help="compile every example for every GPU target in tests/test_iree_gpu_targets.py "
-                          "(about an hour on one core; CI compiles a representative subset)")
+    parser.addoption("--iree-all", action="store_true",
+                     help="compile every example for every GPU target (tests/test_iree_gpu_targets.py, about an "
+                          "hour on one core) and run every 16-bit-float example on a CPU without native bf16 "
+                          "(tests/test_examples_iree.py); CI runs a representative subset of each")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

@@ -266,7 +266,7 @@ def test_check_with_iree_for_a_gpu_says_the_module_compiles_where_the_gpu_is_mis
 @pytest.mark.iree
 @pytest.mark.skipif(not iree_available(), reason="IREE is not installed")
 def test_run_on_iree_for_another_cpu_model_compares_with_reference_mode(capsys) -> None:
-    assert main(["run", str(ROOT / "examples" / "matmul_bf16.py"), "--runtime", "iree", "--device", "cpu:x86-64"]) == 0
+    assert main(["run", str(ADD), "--args", ADD_ARGS, "--runtime", "iree", "--device", "cpu:x86-64"]) == 0
     out = capsys.readouterr().out
     assert "runtime iree on cpu:x86-64" in out and "match: 1 output(s)" in out
 
