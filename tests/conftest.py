@@ -7,8 +7,8 @@ same examples; ``explore`` runs thousands of random examples when hunting for bu
 The config fuzzer (tests/test_config_fuzz.py) takes ``--fuzz-configs N`` (configs per
 example, 2 in CI) and ``--fuzz-seed S`` (0 in CI; another seed draws other configs).
 ``--iree-all`` compiles every example for every GPU target (tests/test_iree_gpu_targets.py)
-and runs every 16-bit-float example on a CPU without native bf16 (tests/test_examples_iree.py;
-CI runs a subset of each).
+and runs every 16-bit-float example and integer -> bf16 case on CPUs without native bf16
+(tests/test_examples_iree.py, tests/test_cpu_portability.py; CI runs a subset of each).
 
 Tests marked ``stress`` repeat what a default test does at full size (many rounds of
 threads, say); they take minutes and run only with ``--stress``
@@ -58,8 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--stress", action="store_true", help="also run the tests marked stress (minutes each)")
     parser.addoption("--iree-all", action="store_true",
                      help="compile every example for every GPU target (tests/test_iree_gpu_targets.py, about an "
-                          "hour on one core) and run every 16-bit-float example on a CPU without native bf16 "
-                          "(tests/test_examples_iree.py); CI runs a representative subset of each")
+                          "hour on one core) and run every 16-bit-float example and integer -> bf16 case on CPUs "
+                          "without native bf16 (tests/test_examples_iree.py, tests/test_cpu_portability.py); "
+                          "CI runs a representative subset of each")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups

@@ -91,16 +91,29 @@ def test_integer_to_bf16_on_the_jit_is_torchs_conversion_bit_for_bit(dtype: torc
     assert torch.equal(_bits(got), _bits(x.to(torch.bfloat16)))
 
 
+# One IREE compile per case: in CI int32 (random and double-rounding values) in linalg and
+# int16 in stablehlo; with --iree-all every width, output type and CPU model.
+_INTEGERS_TO_BF16_CI = [(torch.int32, "linalg-on-tensors", CPUS_WITHOUT_BF16[0]),
+                        (torch.int16, "stablehlo", CPUS_WITHOUT_BF16[0])]
+# The matmul in CI for the AVX-512 CPU without AVX512-BF16, with --iree-all for both in both.
+_MATMUL_CI = [("linalg-on-tensors", CPUS_WITHOUT_BF16[1])]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    every = metafunc.config.getoption("--iree-all")
+    if metafunc.function is test_integer_to_bf16_in_iree_on_a_cpu_without_bf16_is_torchs_conversion:
+        cases = ([(d, t, c) for d in (torch.bool, torch.uint8, torch.int16, torch.int32)
+                  for t in ("linalg-on-tensors", "stablehlo", "tosa", "raw") for c in CPUS_WITHOUT_BF16]
+                 if every else _INTEGERS_TO_BF16_CI)
+        metafunc.parametrize(("dtype", "output_type", "device"), cases)
+    elif metafunc.function is test_bf16_times_int16_matmul_runs_in_iree_on_a_cpu_without_bf16:
+        cases = ([(t, c) for t in ("linalg-on-tensors", "stablehlo") for c in CPUS_WITHOUT_BF16]
+                 if every else _MATMUL_CI)
+        metafunc.parametrize(("output_type", "device"), cases)
+
+
 @pytest.mark.iree
 @without_iree
-# Each output type and integer width once (one IREE compile each); the AVX-512 CPU without
-# AVX512-BF16 in the matmul below.
-@pytest.mark.parametrize(("dtype", "output_type", "device"), [
-    (torch.int32, "linalg-on-tensors", CPUS_WITHOUT_BF16[0]),
-    (torch.int16, "stablehlo", CPUS_WITHOUT_BF16[0]),
-    (torch.uint8, "tosa", CPUS_WITHOUT_BF16[0]),
-    (torch.bool, "raw", CPUS_WITHOUT_BF16[0]),
-])
 def test_integer_to_bf16_in_iree_on_a_cpu_without_bf16_is_torchs_conversion(
         dtype: torch.dtype, output_type: str, device: str) -> None:
     # A direct sitofp to bf16 failed to link there: `undefined symbol: __truncsfbf2`.
@@ -133,8 +146,6 @@ def test_integers_promoted_to_bf16_by_stablehlo_are_a_known_gap_on_a_cpu_without
 
 @pytest.mark.iree
 @without_iree
-@pytest.mark.parametrize(("output_type", "device"), [("linalg-on-tensors", CPUS_WITHOUT_BF16[0]),
-                                                     ("stablehlo", CPUS_WITHOUT_BF16[1])])
 def test_bf16_times_int16_matmul_runs_in_iree_on_a_cpu_without_bf16(output_type: str, device: str) -> None:
     gen = torch.Generator().manual_seed(7)
     x = torch.randn(37, 40, generator=gen).to(torch.bfloat16)
