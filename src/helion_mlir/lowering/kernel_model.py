@@ -20,7 +20,7 @@ from typing import Any
 import helion
 import sympy
 import torch
-from helion._compiler.compile_environment import ReductionLoopBlockSizeSource
+from helion._compiler.compile_environment import FixedBlockSizeSource, ReductionLoopBlockSizeSource
 from helion.language import _tracing_ops
 from torch import fx
 from torch.utils._sympy.symbol import SymT, symbol_is_type
@@ -126,6 +126,7 @@ class KernelModel:
         self.block_vars: dict[sympy.Symbol, int] = {}
         for info in bound.env.block_sizes:
             if isinstance(info.var, torch.SymInt):
+                _refuse_specialized_tile(info)
                 self.block_vars.setdefault(info.var._sympy_(), info.block_id)
         self.block_numel: dict[int, Any] = {info.block_id: info.size for info in bound.env.block_sizes}
         with self.helion_env():
@@ -418,6 +419,25 @@ class KernelModel:
         values = {name: fragment.default() for name, fragment in tunables.items()}
         values.update(self.config.config)
         return expression.evaluate(helion.Config(**values))
+
+
+def _refuse_specialized_tile(info: Any) -> None:
+    """Refuse a fixed-size block whose tile-size symbol has become a number.
+
+    Helion keeps the symbol of ``hl.tile(n, block_size=16)`` apart from the number (a
+    singleton range, not a replacement) so that code generators can still tell the tile's
+    axis; something that takes ``int()`` of it afterwards (code generation guarding on it in
+    the bound kernel's shared shape environment) replaces it everywhere. The tile's indices
+    would then read as the constant 16, and its values as whole dimensions of that size.
+    """
+    if not isinstance(info.block_size_source, FixedBlockSizeSource):
+        return
+    created, now = info.var.node._expr, info.var._sympy_()
+    if isinstance(created, sympy.Symbol) and not isinstance(now, sympy.Symbol):
+        raise HelionMLIRError(
+            f"the tile-size symbol of block {info.block_id} ({created}, a fixed block size) was specialized to {now} "
+            "in the bound kernel's shape environment after binding, so its tiles can no longer be told from "
+            "constants; bind the kernel again (kernel.reset())")
 
 
 _PYTHON_TYPES: dict[type, type] = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
