@@ -131,8 +131,13 @@ class CompiledKernel:
         """The arguments it was compiled for, e.g. ``float32[37, 100], float, 'mean'``."""
         return ", ".join(describe_value(a) for a in self._fake_args)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, _launcher: Any = None, **kwargs: Any) -> Any:
+        """Run the kernel; with Helion's ``_launcher`` keyword (a torch custom op's fake
+        implementation passes one that launches nothing, to learn the outputs' shapes), the
+        host code runs with that launcher and the compiled function does not run."""
         args = self._checks.normalize(args, kwargs)
+        if _launcher is not None:
+            return self.host.run_with_launcher(tuple(args), _launcher)
         self._checks.check(args)
         by_param = dict(zip(self._params, args))
 

@@ -209,6 +209,16 @@ class HostCode:
 
         return self.function(*args, _launcher=launcher)
 
+    def run_with_launcher(self, args: tuple[Any, ...], launcher: Callable[..., Any]) -> Any:
+        """Run the host code on ``args`` with the caller's own launcher, called as Helion's
+        host code calls one (the host variables this module adds to a launch left out)."""
+
+        def caller_launcher(device_fn: Any, grid: Any, *device_args: Any, **options: Any) -> Any:
+            options.pop(_HOST_LOCALS, None)
+            return launcher(device_fn, grid, *device_args, **options)
+
+        return self.function(*args, _launcher=caller_launcher)
+
 
 # The keyword under which generated host code passes its variables to the launcher.
 _HOST_LOCALS = "_host_locals"
