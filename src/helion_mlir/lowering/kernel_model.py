@@ -96,12 +96,14 @@ class FunctionArg:
 
 @dataclasses.dataclass(frozen=True)
 class LoopDim:
-    """One dimension of a top-level tile loop: ``for off in range(begin, end, block_size)``."""
+    """One dimension of a top-level tile loop: ``for off in range(begin, end, block_size)``,
+    or ``range(begin, end, step)`` for ``hl.grid(begin, end, step)`` (whose block size is 1)."""
 
     block_id: int
     begin: Any  # int, SymInt or sympy expression
     end: Any
     block_size: Any  # int, or a sympy expression of per-call values (a runtime tile size)
+    step: Any = None  # int, SymInt or sympy expression; None: the block size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,6 +364,7 @@ class KernelModel:
             for dim in root.dims:
                 self._use_expr(found, dim.begin, int)
                 self._use_expr(found, dim.end, int)
+                self._use_expr(found, dim.step, int)
         for gid in self.reachable_graph_ids:
             for node in self.graphs[gid].graph.nodes:
                 for value, kind in _scalars_in(node.meta.get("val")):
@@ -398,18 +401,21 @@ class KernelModel:
         for phase_index, phase in enumerate(self.device_ir.phases):
             for root_index, for_node in zip(phase.roots, phase.root_nodes):
                 block_ids = list(self.device_ir.grid_block_ids[root_index])
-                begins, ends, step = _tile_loop_range(for_node, len(block_ids))
+                begins, ends, steps = _tile_loop_range(for_node, len(block_ids))
                 dims = []
-                if step is not None:
-                    raise HelionMLIRError(f"kernel '{self.name}': a top-level loop with a step is not supported")
-                for bid, begin, end in zip(block_ids, begins, ends):
+                for bid, begin, end, step in zip(block_ids, begins, ends, steps):
+                    if isinstance(step, int) and step <= 0:
+                        raise HelionMLIRError(
+                            f"top-level loop over block {bid} of kernel '{self.name}' has step {step}; "
+                            "hl.grid's step must be positive"
+                        )
                     size = self.block_sizes.get(bid, self.runtime_block_sizes.get(bid))
                     if size is None:
                         raise HelionMLIRError(
                             f"top-level loop over block {bid} of kernel '{self.name}' has no block size; "
                             "give the kernel a helion.Config with block_sizes"
                         )
-                    dims.append(LoopDim(bid, begin, end, size))
+                    dims.append(LoopDim(bid, begin, end, size, None if isinstance(step, int) and step == 1 else step))
                 loops.append(RootLoop(self.device_ir.root_ids[root_index], phase_index, tuple(dims),
                                       getattr(for_node, "_location", None)))
         return loops
@@ -511,8 +517,9 @@ def _scalar_mlir_type(value: Any) -> str:
     return scalar_type_of_python(value)
 
 
-def _tile_loop_range(for_node: Any, ndims: int) -> tuple[list[Any], list[Any], Any]:
-    """Begin and end per dimension of a top-level ``hl.tile``/``hl.grid`` loop, from its AST."""
+def _tile_loop_range(for_node: Any, ndims: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """Begin, end and step (None: the block size) per dimension of a top-level
+    ``hl.tile``/``hl.grid`` loop, from its AST."""
     call = for_node.iter
     fn = call.func._type_info.proxy()
     args = [a._type_info.proxy() for a in call.args]
@@ -531,7 +538,8 @@ def _tile_loop_range(for_node: Any, ndims: int) -> tuple[list[Any], list[Any], A
         begins = [begins]
     if not isinstance(ends, (list, tuple)):
         ends = [ends]
-    if len(begins) != ndims or len(ends) != ndims:
+    steps = step if isinstance(step, (list, tuple)) else [step] * ndims
+    if len(begins) != ndims or len(ends) != ndims or len(steps) != ndims:
         raise HelionMLIRError(f"cannot match the loop range of {fn.__qualname__} to {ndims} grid dimensions")
-    return list(begins), list(ends), step
+    return list(begins), list(ends), list(steps)
 
