@@ -32,6 +32,7 @@ from ..mlir_types import scalar_type_of_python, storage_shape, tensor_type
 from .host_values import (
     describe_origin,
     evaluate_origin,
+    imported_modules,
     is_module_level,
     is_per_call,
     origin_arg_name,
@@ -174,7 +175,7 @@ class KernelModel:
         """The value of a module-level host value, read once per kernel model."""
         if symbol not in self.module_values:
             origin = self.symbol_origin(symbol)
-            value = evaluate_origin(origin, {}, self.bound.kernel.fn)
+            value = evaluate_origin(origin, {}, self.bound.kernel.fn, imported_modules(self.bound))
             if not isinstance(value, (bool, int, float)):
                 raise HelionMLIRError(f"{describe_origin(origin)} is a {type(value).__name__}, not a number")
             self.module_values[symbol] = value

@@ -22,7 +22,7 @@ from ..errors import ArgumentError, HelionMLIRError
 from ..front_end_lock import FRONT_END_LOCK
 from ..generate import bind_kernel, emit_module
 from ..kinds import Kind
-from ..lowering.host_values import evaluate_origin
+from ..lowering.host_values import evaluate_origin, imported_modules
 from ..lowering.kernel_config import resolve_config
 from ..lowering.kernel_model import ArgKind, FunctionArg, KernelModel
 from ..lru_cache import LRUCache
@@ -180,7 +180,7 @@ class CompiledKernel:
             return by_param[arg.name]
         if arg.origin is not None:
             try:
-                return evaluate_origin(arg.origin, by_param, self.bound.kernel.fn)
+                return evaluate_origin(arg.origin, by_param, self.bound.kernel.fn, imported_modules(self.bound))
             except HelionMLIRError:
                 pass
         raise ArgumentError(f"the host code of '{self.name}' did not provide '{arg.name}'")
