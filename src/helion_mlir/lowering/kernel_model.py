@@ -405,6 +405,14 @@ class KernelModel:
                 begins, ends, steps = _tile_loop_range(for_node, len(block_ids))
                 dims = []
                 for bid, begin, end, step in zip(block_ids, begins, ends, steps):
+                    if isinstance(begin, torch.Tensor) or isinstance(end, torch.Tensor):
+                        location = getattr(for_node, "_location", None)
+                        where = f" at {location.filename}:{location.lineno}" if location else ""
+                        raise HelionMLIRError(
+                            f"top-level loop over block {bid} of kernel '{self.name}'{where} is bounded by a "
+                            "tensor's value (hl.tile(t) of a 0-d tensor t), which is not supported; bound it by "
+                            "int(t.item()) in the host code"
+                        )
                     if isinstance(step, int) and step <= 0:
                         raise HelionMLIRError(
                             f"top-level loop over block {bid} of kernel '{self.name}' has step {step}; "
