@@ -1,10 +1,12 @@
 """Atomics return the values they replaced, computed on CPU and compared with torch; an
-atomic whose old values nobody reads builds no tile of them."""
+atomic whose old values nobody reads builds no tile of them; an atomic on a tensor made
+inside the loop raises Helion's own error."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import helion
 import pytest
 import torch
 from examples_util import load_example
@@ -76,3 +78,9 @@ def test_old_values_are_carried_only_when_read() -> None:
     run_filecheck(read, """
         // CHECK: scf.for %{{.*}} iter_args(%{{[^ ]+}} = %{{[^ ]+}}, %{{[^ ]+}} = %{{[^ ]+}}) -> (tensor<50xf32>, tensor<16xf32>)
     """)
+
+
+def test_an_atomic_on_a_tensor_made_inside_the_loop_raises_helions_error() -> None:
+    x = torch.randn(N)
+    with pytest.raises(helion.exc.AtomicOnDeviceTensor, match=r"hl\.atomic_max\(\)"):
+        compile_kernel(KERNELS.max_into_loop_tensor.bind((x,)))

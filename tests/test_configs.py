@@ -28,7 +28,11 @@ from hypothesis import strategies as st
 from helion.autotuner.config_spec import ConfigSpec
 from helion.exc import InvalidConfig
 
+from config_fuzz import random_configs
+from kernels import loop_hint_kernels
+
 from helion_mlir import OutputType, compile_kernel, generate_mlir
+from helion_mlir.errors import HelionMLIRError
 from helion_mlir.generate import emit_module, kernel_model
 from helion_mlir.lowering import kernel_config
 from helion_mlir.lowering.kernel_config import resolve_config
@@ -132,6 +136,64 @@ def test_backend_runs_helions_test_helper_with_config_keywords() -> None:
     args = module.make_args("ragged")
     _code, result = code_and_output(kernel, args, block_size=8, reduction_loop=32)
     assert_matches(result, module.reference(*args), module.TOLERANCE)
+
+
+# ------------------------------------------------------------------------ loop hints
+# Triton's ``tl.range`` hints, one entry per loop (the grid loop's count when the kernel is
+# persistent; omitted entries take their defaults): the fields Helion's Triton backend adds
+# to a kernel's config spec, accepted without Triton.
+LOOP_HINTS = [
+    {"range_unroll_factors": [0, 2]},
+    {"range_num_stages": [0, 3], "range_unroll_factors": [0, 4]},
+    {"range_multi_buffers": [None, False], "range_flattens": [None, True]},
+    {"static_ranges": [True], "range_num_stages": [0, 2]},
+]
+
+
+@pytest.mark.parametrize("hints", LOOP_HINTS)
+def test_loop_hints_of_the_triton_backend_are_accepted_and_change_nothing_on_cpu(hints: dict) -> None:
+    kernel = loop_hint_kernels.row_scale_loops
+    for shape in ((37, 50), (32, 64)):
+        x, w = torch.randn(shape), torch.randn(shape[1])
+        bound = kernel.bind((x, w))
+        config = {"block_sizes": [16, 16], **hints}
+        assert generate_mlir(bound, config=config) == generate_mlir(bound, config={"block_sizes": [16, 16]})
+        _code, result = code_and_output(kernel, (x, w), **config)  # as Helion's own tests pass them
+        torch.testing.assert_close(result, loop_hint_kernels.row_scale_loops_reference(x, w))
+
+
+def test_configs_drawn_with_loop_hints_by_helions_generator_match_torch() -> None:
+    x, w = torch.randn(45, 70), torch.randn(70)
+    bound = loop_hint_kernels.row_scale_loops.bind((x, w))
+    configs = random_configs(bound, seed=3, count=4)
+    assert any(any(config.range_unroll_factors) for config in configs)  # the generator varies the hints
+    for config in configs:
+        torch.testing.assert_close(compile_kernel(bound, config=config)(x, w),
+                                   loop_hint_kernels.row_scale_loops_reference(x, w), msg=repr(config))
+
+
+@pytest.mark.parametrize("columns", [64, 100])
+def test_unrolled_pipelined_loop_over_a_module_level_block_size_keeps_its_tiles(columns: int) -> None:
+    """Helion's Triton code generation reads ``range_num_stages`` and ``range_unroll_factors``
+    with ``int()`` of the fixed block size: under the mlir backend that leaves the block's
+    symbol a tile size, and the next compilation still tiles with it."""
+    kernel = loop_hint_kernels.fixed_chunk_copy
+    x = torch.randn(3, columns, dtype=torch.float16)
+    expected = loop_hint_kernels.fixed_chunk_copy_reference(x)
+    _code, result = code_and_output(kernel, (x,), range_num_stages=[0, 2], range_unroll_factors=[0, 2])
+    torch.testing.assert_close(result, expected)
+    torch.testing.assert_close(compile_kernel(kernel.bind((x,)), config={"range_unroll_factors": [0, 4]})(x),
+                               expected)
+
+
+def test_a_fixed_tile_size_specialized_after_binding_is_refused() -> None:
+    kernel = helion.kernel(loop_hint_kernels.fixed_chunk_copy.fn, backend="mlir", static_shapes=True)
+    x = torch.randn(3, 64, dtype=torch.float16)
+    bound = kernel.bind((x,))
+    with bound.env:
+        int(bound.env.block_sizes[1].var)  # what a code generator guarding on the tile size does
+    with pytest.raises(HelionMLIRError, match="tile-size symbol of block 1 .* was specialized to 16"):
+        compile_kernel(bound)
 
 
 # ------------------------------------------------------------------------ invalid configs

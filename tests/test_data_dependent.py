@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import helion_mlir.runtime.compiled_kernel as compiled_kernel_module
 import helion_mlir.lowering.tensor_reads as tensor_reads_module
 import helion_mlir.runtime.helion_backend as helion_backend_module
-from helion_mlir import ArgumentError, DataDependentValueError, generate_mlir
+from helion_mlir import ArgumentError, DataDependentValueError, HelionMLIRError, generate_mlir
 from helion_mlir.runtime.compiled_kernel import compile_kernel
 from helion_mlir.runtime.reference import reference_kernel
 
@@ -190,6 +190,13 @@ def test_a_value_the_trace_replaced_by_the_placeholder_is_refused_naming_the_lin
         generate_mlir(bound)
     with pytest.raises(DataDependentValueError, match=message):
         kernel("lengths_as_tensor", backend="mlir")(*CASES["doubled_prefix"][0](20))
+
+
+def test_a_top_level_loop_bounded_by_a_tensor_is_refused_naming_its_line() -> None:
+    bound = KERNELS.incremented_up_to_tensor.bind((X, torch.tensor(20)))
+    with pytest.raises(HelionMLIRError, match=r"incremented_up_to_tensor' at \S+data_dependent_kernels.py:\d+ is "
+                                              r"bounded by a tensor's value.*int\(t.item\(\)\)"):
+        generate_mlir(bound)
 
 
 def test_a_host_slice_by_a_value_read_from_tensor_data_is_refused() -> None:

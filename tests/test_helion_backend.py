@@ -29,6 +29,8 @@ from examples_util import (
 )
 from helion._compiler.backend_registry import get_backend_class
 from helion.runtime.kernel import BoundKernel
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 import helion_mlir
 from helion_mlir.errors import HelionMLIRError, UnsupportedNodeError
@@ -188,6 +190,37 @@ def test_set_config_compiles_the_config_it_is_given(compilations: Compilations) 
     torch.testing.assert_close(bound(x, y), x * 2.0 + y)
     (compiled,) = compilations.requested
     assert compiled.config == bound.config_spec.normalized_config(chosen)  # normalized as Helion does
+
+
+def test_a_callers_launcher_receives_the_launch_and_the_compiled_function_does_not_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Helion's ``_launcher=`` keyword (its autotuner captures launches with it, a custom op's
+    fake implementation launches nothing): the host code runs and hands its launch over."""
+    x, y = torch.randn(37, 50), torch.randn(37, 50)
+    compiled = scale_add.bind((x, y)).compile_config(helion.Config(block_sizes=[16, 16]))
+    monkeypatch.setattr(compiled_kernel.CompiledKernel, "_run_function",
+                        lambda *a: pytest.fail("the compiled function ran"))
+    launches: list[tuple[Any, ...]] = []
+    out = compiled(x, y=y, _launcher=lambda _fn, _grid, *args, **_options: launches.append(args))
+    (launched,) = launches
+    assert out.shape == x.shape and [id(a) for a in launched if isinstance(a, torch.Tensor)] == [id(x), id(y), id(out)]
+    monkeypatch.undo()
+    torch.testing.assert_close(compiled(x, y), x * 2.0 + y)  # the same compiled kernel, launched as usual
+
+
+def test_fake_tensors_with_a_launcher_that_launches_nothing_give_the_outputs_shape() -> None:
+    kernel = helion.kernel(scale_add.fn, backend="mlir", static_shapes=False, autotune_effort="none")
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 2)
+    with mode:
+        x, y = (mode.from_tensor(torch.randn(21, 34), symbolic_context=dynamic) for _ in range(2))
+        torch._check(x.size(0) == y.size(0))
+        torch._check(x.size(1) == y.size(1))
+        bound = kernel.bind((x, y))
+        out = bound.compile_config(bound.config_spec.default_config())(x, y, _launcher=lambda *a, **k: None)
+    assert isinstance(out, FakeTensor) and out.dtype == torch.float32
+    assert [str(size) for size in out.shape] == [str(size) for size in x.shape]  # the inputs' own symbols
 
 
 def test_settings_select_the_backend(compilations: Compilations) -> None:

@@ -206,6 +206,23 @@ def test_float8_addmm_matches_torch() -> None:
     assert torch.equal(got.view(torch.uint8), torch.addmm(bias, a, b).view(torch.uint8))
 
 
+def test_addmm_of_bf16_tiles_into_an_f32_accumulator_accumulates_in_f32() -> None:
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(37, 64, generator=gen).to(torch.bfloat16)
+    b = torch.randn(64, 20, generator=gen).to(torch.bfloat16)
+    got = compile_kernel(KERNELS.bf16_addmm_into_f32.bind((a, b)))(a, b)  # torch refuses the mixed addmm
+    torch.testing.assert_close(got, (a.float() @ b.float()).to(torch.bfloat16))
+
+
+def test_baddbmm_of_an_f32_bias_and_bf16_batches_matches_f32_arithmetic() -> None:
+    gen = torch.Generator().manual_seed(6)
+    bias = torch.randn(3, 17, 12, generator=gen)
+    p = torch.randn(3, 17, 40, generator=gen).to(torch.bfloat16)
+    v = torch.randn(3, 40, 12, generator=gen).to(torch.bfloat16)
+    got = compile_kernel(KERNELS.bf16_baddbmm_into_f32.bind((bias, p, v)))(bias, p, v)
+    torch.testing.assert_close(got, torch.baddbmm(bias, p.float(), v.float()), rtol=1e-5, atol=1e-5)
+
+
 def test_arithmetic_on_float8_values_runs_in_float32() -> None:
     """Ops torch-mlir emits on float8 tensors (here ``addf``, ``maximumf``, ``exp``) run on CPU
     in f32, each result rounded to float8 once."""

@@ -150,8 +150,8 @@ def _emit_root_loops(visitor: IRVisitor, root: RootLoop) -> None:
             visitor.run_graph(root.graph_id)
             return written.current()
 
-        written.bind(state.tile_loops([d.block_id for d in root.dims], begins, ends, [None] * len(root.dims),
-                                      written.current(), body))
+        steps = [None if d.step is None else state.eval_symbolic(d.step) for d in root.dims]
+        written.bind(state.tile_loops([d.block_id for d in root.dims], begins, ends, steps, written.current(), body))
     finally:
         emit.location = function_location
 

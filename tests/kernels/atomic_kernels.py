@@ -1,4 +1,5 @@
-"""Kernels that read the old values atomics return, for tests/test_atomics.py."""
+"""Kernels that read the old values atomics return, and one whose atomic targets a tensor made
+inside its loop, for tests/test_atomics.py."""
 
 from __future__ import annotations
 
@@ -37,3 +38,11 @@ def max_at_indices_returning_old(acc: torch.Tensor, index: torch.Tensor, x: torc
 def add_at_indices_ignoring_old(acc: torch.Tensor, index: torch.Tensor, x: torch.Tensor) -> None:
     for tile in hl.tile(x.size(0)):
         hl.atomic_add(acc, [index[tile]], x[tile])
+
+
+@helion.kernel(config=CONFIG)
+def max_into_loop_tensor(x: torch.Tensor) -> torch.Tensor:
+    for tile in hl.tile(x.size(0)):
+        scratch = hl.zeros([tile], dtype=x.dtype)
+        hl.atomic_max(scratch, [tile], x[tile])
+    return x

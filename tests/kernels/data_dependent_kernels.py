@@ -152,3 +152,12 @@ def sliced_prefix(x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     for tile in hl.tile(prefix.size(0)):
         out[tile] = prefix[tile] * 2
     return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16]))
+def incremented_up_to_tensor(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """A loop bounded by a 0-d tensor itself rather than by ``int(n.item())`` (refused)."""
+    out = torch.zeros_like(x)
+    for tile in hl.tile(n):
+        out[tile] = x[tile] + 1
+    return out

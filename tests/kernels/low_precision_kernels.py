@@ -114,6 +114,28 @@ def float8_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.
     return out
 
 
+@helion.kernel(config=helion.Config(block_sizes=[16, 16, 32]))
+def bf16_addmm_into_f32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``acc = torch.addmm(acc, a, b)`` over K tiles: an f32 accumulator, bf16 factors."""
+    m, k = a.size()
+    n = b.size(1)
+    out = torch.empty([m, n], dtype=torch.bfloat16, device=a.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, a[tile_m, tile_k], b[tile_k, tile_n])
+        out[tile_m, tile_n] = acc.to(out.dtype)
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[2]))
+def bf16_baddbmm_into_f32(bias: torch.Tensor, p: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``torch.baddbmm`` of an f32 bias with bf16 batches."""
+    out = torch.empty([p.size(0), p.size(1), v.size(2)], dtype=torch.float32, device=p.device)
+    for tile_b in hl.tile(p.size(0)):
+        out[tile_b, :, :] = torch.baddbmm(bias[tile_b, :, :], p[tile_b, :, :], v[tile_b, :, :])
+    return out
+
 
 @helion.kernel(config=helion.Config(block_sizes=[16]))
 def float4_groups(storage: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:

@@ -35,6 +35,7 @@ __all__ = [
     "SOURCE_MODULE",
     "describe_origin",
     "evaluate_origin",
+    "imported_modules",
     "is_module_level",
     "is_per_call",
     "origin_arg_name",
@@ -104,18 +105,27 @@ def describe_origin(origin: vo.Origin, module_name: str | None = None) -> str:
     return repr(origin)
 
 
-def evaluate_origin(origin: vo.Origin, params: Mapping[str, Any], fn: Any) -> Any:
+def imported_modules(bound: Any) -> dict[str, Any]:
+    """The modules Helion's host code imports under an alias of its own (``_global_source0``:
+    the module of a helper function from another file that reads that file's globals)."""
+    return {imported.alias: imported.value for imported in bound.host_function.global_imports.values()}
+
+
+def evaluate_origin(origin: vo.Origin, params: Mapping[str, Any], fn: Any,
+                    imports: Mapping[str, Any] | None = None) -> Any:
     """The value ``origin`` has now: parameters from ``params``, globals from the module of
-    the kernel function ``fn``. A host local has no value outside the host code: raises
-    :class:`HelionMLIRError`."""
+    the kernel function ``fn`` or the host code's ``imports`` (:func:`imported_modules`). A
+    host local has no value outside the host code: raises :class:`HelionMLIRError`."""
     if isinstance(origin, vo.AttributeOrigin):
-        return getattr(evaluate_origin(origin.value, params, fn), origin.key)
+        return getattr(evaluate_origin(origin.value, params, fn, imports), origin.key)
     if isinstance(origin, vo.GetItemOrigin):
-        return evaluate_origin(origin.value, params, fn)[origin.key]
+        return evaluate_origin(origin.value, params, fn, imports)[origin.key]
     if isinstance(origin, vo.ClosureOrigin):
-        closure = evaluate_origin(origin.value, params, fn).__closure__ or ()
+        closure = evaluate_origin(origin.value, params, fn, imports).__closure__ or ()
         return closure[origin.key].cell_contents
     if isinstance(origin, (vo.GlobalOrigin, vo.BuiltinOrigin)):
+        if imports and origin.name in imports:
+            return imports[origin.name]
         return _global(origin.name, fn)
     if isinstance(origin, vo.NameOrigin) and origin.name in params:
         return params[origin.name]

@@ -21,7 +21,7 @@ from typing import Any
 import helion
 import sympy
 import torch
-from helion._compiler.compile_environment import ReductionLoopBlockSizeSource
+from helion._compiler.compile_environment import FixedBlockSizeSource, ReductionLoopBlockSizeSource
 from helion.language import _tracing_ops, random_ops
 from torch import fx
 from torch.utils._sympy.symbol import SymT, symbol_is_type
@@ -32,6 +32,7 @@ from ..mlir_types import scalar_type_of_python, storage_shape, tensor_type
 from .host_values import (
     describe_origin,
     evaluate_origin,
+    imported_modules,
     is_module_level,
     is_per_call,
     origin_arg_name,
@@ -96,12 +97,14 @@ class FunctionArg:
 
 @dataclasses.dataclass(frozen=True)
 class LoopDim:
-    """One dimension of a top-level tile loop: ``for off in range(begin, end, block_size)``."""
+    """One dimension of a top-level tile loop: ``for off in range(begin, end, block_size)``,
+    or ``range(begin, end, step)`` for ``hl.grid(begin, end, step)`` (whose block size is 1)."""
 
     block_id: int
     begin: Any  # int, SymInt or sympy expression
     end: Any
     block_size: Any  # int, or a sympy expression of per-call values (a runtime tile size)
+    step: Any = None  # int, SymInt or sympy expression; None: the block size
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +138,7 @@ class KernelModel:
         self.block_vars: dict[sympy.Symbol, int] = {}
         for info in bound.env.block_sizes:
             if isinstance(info.var, torch.SymInt):
+                _refuse_specialized_tile(info)
                 self.block_vars.setdefault(info.var._sympy_(), info.block_id)
         self.block_numel: dict[int, Any] = {info.block_id: info.size for info in bound.env.block_sizes}
         with self.helion_env():
@@ -171,7 +175,7 @@ class KernelModel:
         """The value of a module-level host value, read once per kernel model."""
         if symbol not in self.module_values:
             origin = self.symbol_origin(symbol)
-            value = evaluate_origin(origin, {}, self.bound.kernel.fn)
+            value = evaluate_origin(origin, {}, self.bound.kernel.fn, imported_modules(self.bound))
             if not isinstance(value, (bool, int, float)):
                 raise HelionMLIRError(f"{describe_origin(origin)} is a {type(value).__name__}, not a number")
             self.module_values[symbol] = value
@@ -361,6 +365,7 @@ class KernelModel:
             for dim in root.dims:
                 self._use_expr(found, dim.begin, int)
                 self._use_expr(found, dim.end, int)
+                self._use_expr(found, dim.step, int)
         for gid in self.reachable_graph_ids:
             for node in self.graphs[gid].graph.nodes:
                 for value, kind in _scalars_in(node.meta.get("val")):
@@ -397,18 +402,29 @@ class KernelModel:
         for phase_index, phase in enumerate(self.device_ir.phases):
             for root_index, for_node in zip(phase.roots, phase.root_nodes):
                 block_ids = list(self.device_ir.grid_block_ids[root_index])
-                begins, ends, step = _tile_loop_range(for_node, len(block_ids))
+                begins, ends, steps = _tile_loop_range(for_node, len(block_ids))
                 dims = []
-                if step is not None:
-                    raise HelionMLIRError(f"kernel '{self.name}': a top-level loop with a step is not supported")
-                for bid, begin, end in zip(block_ids, begins, ends):
+                for bid, begin, end, step in zip(block_ids, begins, ends, steps):
+                    if isinstance(begin, torch.Tensor) or isinstance(end, torch.Tensor):
+                        location = getattr(for_node, "_location", None)
+                        where = f" at {location.filename}:{location.lineno}" if location else ""
+                        raise HelionMLIRError(
+                            f"top-level loop over block {bid} of kernel '{self.name}'{where} is bounded by a "
+                            "tensor's value (hl.tile(t) of a 0-d tensor t), which is not supported; bound it by "
+                            "int(t.item()) in the host code"
+                        )
+                    if isinstance(step, int) and step <= 0:
+                        raise HelionMLIRError(
+                            f"top-level loop over block {bid} of kernel '{self.name}' has step {step}; "
+                            "hl.grid's step must be positive"
+                        )
                     size = self.block_sizes.get(bid, self.runtime_block_sizes.get(bid))
                     if size is None:
                         raise HelionMLIRError(
                             f"top-level loop over block {bid} of kernel '{self.name}' has no block size; "
                             "give the kernel a helion.Config with block_sizes"
                         )
-                    dims.append(LoopDim(bid, begin, end, size))
+                    dims.append(LoopDim(bid, begin, end, size, None if isinstance(step, int) and step == 1 else step))
                 loops.append(RootLoop(self.device_ir.root_ids[root_index], phase_index, tuple(dims),
                                       getattr(for_node, "_location", None)))
         return loops
@@ -454,6 +470,25 @@ class KernelModel:
         return expression.evaluate(helion.Config(**values))
 
 
+def _refuse_specialized_tile(info: Any) -> None:
+    """Refuse a fixed-size block whose tile-size symbol has become a number.
+
+    Helion keeps the symbol of ``hl.tile(n, block_size=16)`` apart from the number (a
+    singleton range, not a replacement) so that code generators can still tell the tile's
+    axis; something that takes ``int()`` of it afterwards (code generation guarding on it in
+    the bound kernel's shared shape environment) replaces it everywhere. The tile's indices
+    would then read as the constant 16, and its values as whole dimensions of that size.
+    """
+    if not isinstance(info.block_size_source, FixedBlockSizeSource):
+        return
+    created, now = info.var.node._expr, info.var._sympy_()
+    if isinstance(created, sympy.Symbol) and not isinstance(now, sympy.Symbol):
+        raise HelionMLIRError(
+            f"the tile-size symbol of block {info.block_id} ({created}, a fixed block size) was specialized to {now} "
+            "in the bound kernel's shape environment after binding, so its tiles can no longer be told from "
+            "constants; bind the kernel again (kernel.reset())")
+
+
 _PYTHON_TYPES: dict[type, type] = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
 
@@ -491,8 +526,9 @@ def _scalar_mlir_type(value: Any) -> str:
     return scalar_type_of_python(value)
 
 
-def _tile_loop_range(for_node: Any, ndims: int) -> tuple[list[Any], list[Any], Any]:
-    """Begin and end per dimension of a top-level ``hl.tile``/``hl.grid`` loop, from its AST."""
+def _tile_loop_range(for_node: Any, ndims: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """Begin, end and step (None: the block size) per dimension of a top-level
+    ``hl.tile``/``hl.grid`` loop, from its AST."""
     call = for_node.iter
     fn = call.func._type_info.proxy()
     args = [a._type_info.proxy() for a in call.args]
@@ -511,7 +547,8 @@ def _tile_loop_range(for_node: Any, ndims: int) -> tuple[list[Any], list[Any], A
         begins = [begins]
     if not isinstance(ends, (list, tuple)):
         ends = [ends]
-    if len(begins) != ndims or len(ends) != ndims:
+    steps = step if isinstance(step, (list, tuple)) else [step] * ndims
+    if len(begins) != ndims or len(ends) != ndims or len(steps) != ndims:
         raise HelionMLIRError(f"cannot match the loop range of {fn.__qualname__} to {ndims} grid dimensions")
-    return list(begins), list(ends), step
+    return list(begins), list(ends), list(steps)
 

@@ -26,7 +26,7 @@ from torch._dynamo.source import AttrSource, GetItemSource, LocalSource, TensorP
 from torch.utils._sympy.printers import PythonPrinter
 
 from ..errors import ArgumentError, DataDependentValueError, HelionMLIRError
-from ..lowering.host_values import describe_origin, evaluate_origin
+from ..lowering.host_values import describe_origin, evaluate_origin, imported_modules
 from ..lowering.tensor_reads import read_guards, tensor_reads
 from ..lru_cache import LRUCache
 
@@ -86,6 +86,7 @@ class ArgumentChecks:
                     self.specialized.append((source, value))
         self.module_values = [(model.symbol_origin(s), value) for s, value in model.module_values.items()]
         self.module_name = getattr(self.kernel.fn, "__module__", None)
+        self.imports = imported_modules(bound)
         # Per tensor parameter: (position, name, fake, its shape when every size is static).
         self.tensors = [
             (i, name, fake, tuple(fake.shape) if all(isinstance(d, int) for d in fake.shape) else None)
@@ -200,7 +201,7 @@ class ArgumentChecks:
         """Module-level values are constants of the emitted code: they must not have changed."""
         for origin, baked in self.module_values:
             try:
-                now = evaluate_origin(origin, by_param, self.kernel.fn)
+                now = evaluate_origin(origin, by_param, self.kernel.fn, self.imports)
             except (HelionMLIRError, LookupError, AttributeError):
                 now = "<undefined>"
             if now != baked:

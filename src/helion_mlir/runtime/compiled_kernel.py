@@ -22,7 +22,7 @@ from ..errors import ArgumentError, HelionMLIRError
 from ..front_end_lock import FRONT_END_LOCK
 from ..generate import bind_kernel, emit_module
 from ..kinds import Kind
-from ..lowering.host_values import evaluate_origin
+from ..lowering.host_values import evaluate_origin, imported_modules
 from ..lowering.kernel_config import resolve_config
 from ..lowering.kernel_model import ArgKind, FunctionArg, KernelModel
 from ..lru_cache import LRUCache
@@ -140,8 +140,13 @@ class CompiledKernel:
         """The arguments it was compiled for, e.g. ``float32[37, 100], float, 'mean'``."""
         return ", ".join(describe_value(a) for a in self._fake_args)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, _launcher: Any = None, **kwargs: Any) -> Any:
+        """Run the kernel; with Helion's ``_launcher`` keyword (a torch custom op's fake
+        implementation passes one that launches nothing, to learn the outputs' shapes), the
+        host code runs with that launcher and the compiled function does not run."""
         args = self._checks.normalize(args, kwargs)
+        if _launcher is not None:
+            return self.host.run_with_launcher(tuple(args), _launcher)
         self._checks.check(args)
         by_param = dict(zip(self._params, args))
 
@@ -182,7 +187,7 @@ class CompiledKernel:
             return by_param[arg.name]
         if arg.origin is not None:
             try:
-                return evaluate_origin(arg.origin, by_param, self.bound.kernel.fn)
+                return evaluate_origin(arg.origin, by_param, self.bound.kernel.fn, imported_modules(self.bound))
             except HelionMLIRError:
                 pass
         raise ArgumentError(f"the host code of '{self.name}' did not provide '{arg.name}'")

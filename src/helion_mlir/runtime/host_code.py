@@ -37,7 +37,7 @@ from torch._inductor import inductor_prims
 
 from ..errors import HelionMLIRError
 from ..front_end_lock import FRONT_END_LOCK, under_front_end_lock
-from ..lowering.host_values import SOURCE_MODULE
+from ..lowering.host_values import SOURCE_MODULE, imported_modules
 from ..lowering.kernel_model import RNG_SEED_HOST_NAME
 
 __all__ = ["GENERATED_HOST_CODE", "HostCode", "Launch"]
@@ -216,8 +216,10 @@ class HostCode:
         namespace = dict(getattr(fn, "__globals__", {}))
         namespace.update(torch=torch, math=math, triton=_TRITON_HOST_HELPERS, helion=_HELION_ON_CPU, _default_launcher=None,
                          inductor_prims=_INDUCTOR_PRIMS_ON_CPU)
-        # Helion's host code reads module-level values through the kernel's module (``_source_module.EPS``).
+        # Helion's host code reads module-level values through the kernel's module (``_source_module.EPS``)
+        # and those of another file through an alias of its module (``_global_source0.OFFSET``).
         namespace[SOURCE_MODULE] = sys.modules.get(fn.__module__)
+        namespace.update(imported_modules(bound))
         namespace[device_name] = device_name
         exec(compile(module, GENERATED_HOST_CODE.format(host.name), "exec"), namespace)  # noqa: S102
         return cls(namespace[host.name], params, source)
@@ -243,6 +245,16 @@ class HostCode:
             launch(values)
 
         return self.function(*args, _launcher=launcher)
+
+    def run_with_launcher(self, args: tuple[Any, ...], launcher: Callable[..., Any]) -> Any:
+        """Run the host code on ``args`` with the caller's own launcher, called as Helion's
+        host code calls one (the host variables this module adds to a launch left out)."""
+
+        def caller_launcher(device_fn: Any, grid: Any, *device_args: Any, **options: Any) -> Any:
+            options.pop(_HOST_LOCALS, None)
+            return launcher(device_fn, grid, *device_args, **options)
+
+        return self.function(*args, _launcher=caller_launcher)
 
 
 # The keyword under which generated host code passes its variables to the launcher.

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 import torch
+from helion.language.constexpr import ConstExpr
 
 from ..errors import ArgumentError
 from ..mlir_types import PACKED_PAIR_DTYPES
@@ -124,7 +125,11 @@ def check_writable(where: str, value: torch.Tensor, position: int | None = None)
 
 def check_scalar(where: str, param: ScalarParam, value: object, position: int | None = None) -> int | float | bool:
     """``value`` if it is a number ``param`` can take, or
-    :class:`~helion_mlir.errors.ArgumentError` naming ``where`` (the argument at ``position``)."""
+    :class:`~helion_mlir.errors.ArgumentError` naming ``where`` (the argument at ``position``).
+    An ``hl.constexpr(v)`` (a caller's argument, or a host value such as
+    ``flag = hl.constexpr(block < 64)``) is its value ``v``."""
+    if isinstance(value, ConstExpr):
+        value = value.value
     problem = None
     # bool is an int to Python; an integer parameter must not silently take a flag.
     if not isinstance(value, param.accepted) or (isinstance(value, bool) and bool not in param.accepted):

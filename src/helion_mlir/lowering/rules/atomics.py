@@ -8,6 +8,7 @@ import enum
 from collections.abc import Callable
 
 import torch
+from helion import exc
 from helion.language import atomic_ops
 from torch import fx
 
@@ -72,6 +73,8 @@ def _atomic_combiner(emit: Emitter, kind: Atomic, dtype: torch.dtype) -> Combine
 
 def _lower_atomic(kind: Atomic) -> Callable[[RuleContext, fx.Node], Tensor | None]:
     def rule(ctx: RuleContext, node: fx.Node) -> Tensor | None:
+        if ctx.host(node.args[0]) is None:  # a tensor made inside the loop has no memory to update
+            raise exc.AtomicOnDeviceTensor(f"atomic_{kind.value}")
         host = ctx.destination
         dest = host.value
         accesses = accesses_of(ctx, host, node.args[1], node.args[2])

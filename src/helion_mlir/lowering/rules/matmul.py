@@ -7,7 +7,9 @@ in f32 and is rounded once.
 
 ``torch.matmul`` / ``mm`` / ``bmm`` / ``addmm`` / ``baddbmm`` of float8 tiles return float8
 in torch, computed in f32 and rounded once; torch-mlir's lowerings would accumulate in
-float8 itself, so those are lowered here too (other dtypes still go through torch-mlir).
+float8 itself, so those are lowered here too, as are operands of mixed dtypes (an f32
+accumulator with bf16 factors: torch refuses them, Helion's ``tl.dot`` accumulates in the
+result's dtype). Other matmuls still go through torch-mlir.
 """
 
 from __future__ import annotations
@@ -69,10 +71,13 @@ def lower_torch_matmul(ctx: RuleContext, node: fx.Node) -> Tensor:
     args = tuple(recorded[1]) if recorded is not None else tuple(node.args)
     kwargs = dict(recorded[2]) if recorded is not None else dict(node.kwargs)
     operands = [ctx.tensor(arg) for arg in args[:3 if node.target in _WITH_INPUT else 2]]
-    if not any(element_type(t.dtype) in LOW_PRECISION_FLOATS for t in operands):
+    mixed = len({t.dtype for t in operands}) > 1  # torch refuses them; Helion accumulates as tl.dot does
+    if not mixed and not any(element_type(t.dtype) in LOW_PRECISION_FLOATS for t in operands):
         return lower_aten_op(ctx, node)
     if kwargs.get("beta", 1) != 1 or kwargs.get("alpha", 1) != 1:  # Helion 1.5.1 refuses them at bind
-        raise HelionMLIRError("addmm/baddbmm of float8 tiles with beta or alpha is not supported")
-    acc = ctx.emit.cast(operands[0], torch.float32) if node.target in _WITH_INPUT else None
+        raise HelionMLIRError("addmm/baddbmm of float8 or mixed-dtype tiles with beta or alpha is not supported")
+    result_dtype: torch.dtype = node.meta["val"].dtype
+    accumulate_in = torch.float32 if _is_narrow_float(result_dtype) else result_dtype
+    acc = ctx.emit.cast(operands[0], accumulate_in) if node.target in _WITH_INPUT else None
     a, b = operands[-2:]
-    return ctx.emit.cast(_matmul(ctx.emit, a, b, acc, torch.float32), node.meta["val"].dtype)
+    return ctx.emit.cast(_matmul(ctx.emit, a, b, acc, accumulate_in), result_dtype)
