@@ -29,7 +29,7 @@ from .mlir_context import file_location, source_location_body
 from .output_type import OutputType
 from .verify import verify_module_text
 
-__all__ = ["generate_mlir", "bind_kernel"]
+__all__ = ["bind_kernel", "emit_module", "generate_mlir"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ def generate_mlir(
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
     debug_info: bool = False,
+    checked: bool = False,
+    launch_checks: bool = False,
 ) -> str:
     """Lower a Helion kernel to the text of one verified MLIR module.
 
@@ -69,30 +71,41 @@ def generate_mlir(
     module is verified with them (diagnostics quote kernel lines). As MLIR's printer does
     by default, the returned text leaves them out; ``debug_info=True`` keeps them (MLIR's
     ``--mlir-print-debuginfo``).
+
+    An access at a position that may lie outside its tensor reads 0 there and writes
+    nothing (docs/abi.md, "Indices out of range"). ``checked=True`` adds a ``cf.assert``
+    before every such access (checked mode compiles this form); ``launch_checks=True``
+    leaves out the guards of positions that depend on host values alone and records the
+    relations a caller must check before calling instead (the kernel model's
+    ``launch_checks``; :func:`emit_module`), as ``compile_kernel`` does.
     """
-    started = time.perf_counter()
-    model, text = emit_unverified(bound_kernel, args, output_type=output_type, config=config)
-    verify_module_text(text, what=f"module emitted for kernel '{model.name}'")
-    log.info("emitted kernel %s (%s) in %.1f ms", model.name, OutputType.parse(output_type).value,
-             (time.perf_counter() - started) * 1e3)
+    _model, text = emit_module(bound_kernel, args, output_type=output_type, config=config, checked=checked,
+                               launch_checks=launch_checks)
     return text if debug_info else strip_locations(text)
 
 
-def emit_unverified(
+def emit_module(
     bound_kernel: Any,
     args: tuple[Any, ...] | None = None,
     *,
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
+    checked: bool = False,
+    launch_checks: bool = False,
+    verify: bool = True,
 ) -> tuple[KernelModel, str]:
-    """The emission step of :func:`generate_mlir` without verification (for batch reports,
-    which tell emission failures from verification failures). Never return its text to users."""
+    """:func:`generate_mlir`'s text with its locations, and the kernel model it was emitted
+    with (which holds what emission found out, such as the relations a launch must check:
+    ``launch_checks``). ``verify=False`` skips verification, for batch reports, which tell
+    emission failures from verification failures: never return such text to users."""
+    started = time.perf_counter()
     output_type = OutputType.parse(output_type)
     with FRONT_END_LOCK:  # the bound kernel's fake tensors and compile environment are shared
         bound = bind_kernel(bound_kernel, args)
         model = KernelModel(bound, config)
         builder = MLIRBuilder()
-        visitor = IRVisitor(model, builder, TorchMLIRNodeImporter(output_type))
+        visitor = IRVisitor(model, builder, TorchMLIRNodeImporter(output_type), checked=checked,
+                            launch_checks=launch_checks)
         with model.helion_env():
             try:
                 _emit_function(visitor)
@@ -100,7 +113,12 @@ def emit_unverified(
                 visitor.deferred.check()  # an earlier ATen node's failure comes first
                 raise
             visitor.deferred.flush()
-    return model, builder.render()
+    text = builder.render()
+    if verify:
+        verify_module_text(text, what=f"module emitted for kernel '{model.name}'")
+        log.info("emitted kernel %s (%s) in %.1f ms", model.name, output_type.value,
+                 (time.perf_counter() - started) * 1e3)
+    return model, text
 
 
 def _emit_function(visitor: IRVisitor) -> None:
@@ -145,7 +163,7 @@ def _emit_root_loops(visitor: IRVisitor, root: RootLoop) -> None:
             return written.current()
 
         written.bind(state.tile_loops([d.block_id for d in root.dims], begins, ends, [None] * len(root.dims),
-                                      written.current(), body))
+                                      written.current(), body, [(d.begin, d.end) for d in root.dims]))
     finally:
         emit.location = function_location
 

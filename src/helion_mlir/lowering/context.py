@@ -172,10 +172,12 @@ class RuleContext:
 
     def tile_loops(self, block_ids: Sequence[int], begins: Sequence[Any], ends: Sequence[Any],
                    steps: Sequence[int | None], carried: list[Value],
-                   body: Callable[[list[Value]], Sequence[Value]]) -> list[Value]:
+                   body: Callable[[list[Value]], Sequence[Value]],
+                   ranges: Sequence[tuple[Any, Any] | None] | None = None) -> list[Value]:
         """A nest of ``scf.for`` over the tiles of ``block_ids`` carrying ``carried``;
-        ``body(current) -> next`` runs with the tiles active."""
-        return self._state.tile_loops(block_ids, begins, ends, steps, carried, body)
+        ``body(current) -> next`` runs with the tiles active (``ranges``: the loops' begins
+        and ends as expressions of the kernel's symbols, where known)."""
+        return self._state.tile_loops(block_ids, begins, ends, steps, carried, body, ranges)
 
     def override(self, node: fx.Node, rule: LoweringRule) -> None:
         """Lower ``node`` with ``rule`` instead of its own for the rest of the emission

@@ -11,6 +11,7 @@ Helion.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -18,10 +19,10 @@ import torch
 
 from ..errors import ArgumentError, HelionMLIRError
 from ..front_end_lock import FRONT_END_LOCK
-from ..generate import bind_kernel, generate_mlir
+from ..generate import bind_kernel, emit_module
 from ..kinds import Kind
 from ..lowering.host_values import evaluate_origin
-from ..lowering.kernel_model import ArgKind, FunctionArg, KernelModel, resolve_config
+from ..lowering.kernel_model import ArgKind, FunctionArg, resolve_config
 from ..lru_cache import LRUCache
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
@@ -29,6 +30,7 @@ from .argument_checks import ArgumentChecks, ReadGuards, describe_value
 from .engine import clear_compile_cache, compile_module
 from .host_code import HostCode
 from .iree_engine import compile_with_iree
+from .launch_checks import LaunchChecks
 from .pipelines import Pipeline
 from .tuning.cache import cached_config
 
@@ -90,18 +92,24 @@ class CompiledKernel:
         self.bound = bound
         with FRONT_END_LOCK:  # what reads the bound kernel's shared compile state
             self.config = resolve_config(bound, config)
-            self.model = KernelModel(bound, self.config)
         # Emission takes the front-end lock itself; verification and compilation hold only
         # the MLIR lock, so another thread may emit meanwhile. With locations: the CPU
         # pipeline's and IREE's diagnostics then name kernel lines, and HELION_MLIR_DUMP
-        # files show them.
-        self.mlir = generate_mlir(bound, output_type=self.output_type, config=self.config, debug_info=True)
+        # files show them. The model is the one emission used (its launch checks). Checked
+        # mode checks every access in the code instead.
+        self.model, self.mlir = emit_module(bound, output_type=self.output_type, config=self.config, checked=checked,
+                                            launch_checks=not checked)
         self.emit_seconds = time.perf_counter() - started
-        self.function = self._build_function(pipeline, threads)
+        self._pipeline, self._threads = pipeline, threads
+        self.function = self._build_function(self.mlir, pipeline, threads)
+        self._guarded: Any = None  # the form without launch checks, compiled when a launch needs it
+        self._guarded_lock = threading.Lock()
         with FRONT_END_LOCK:  # the model as emission left it, and the bound kernel's compile state
             self._read_guards = ReadGuards(self.model)
+            self._launch_checks = LaunchChecks(self.model)
             wanted = {name for arg in self.model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
-            self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names)
+            self.host = HostCode.from_bound(bound, self.config,
+                                            wanted | self._read_guards.names | self._launch_checks.names)
             self._params = list(bound.host_function.params.arguments)
             self._fake_args = list(bound.fake_args)
             self._checks = ArgumentChecks(bound, self.model)
@@ -114,12 +122,26 @@ class CompiledKernel:
                  self.runtime.value, pipeline.value, ", checked" if checked else "", threads or "default",
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
-    def _build_function(self, pipeline: Pipeline, threads: int | None) -> Any:
-        """The native function of :attr:`mlir` (a subclass may compile it elsewhere)."""
+    def _build_function(self, text: str, pipeline: Pipeline, threads: int | None) -> Any:
+        """The native function of the module ``text`` (a subclass may compile it elsewhere)."""
         if self.runtime is Runtime.IREE:
-            return compile_with_iree(self.mlir, self.model.name, output_type=self.output_type)
-        return compile_module(self.mlir, self.model.name, output_type=self.output_type, pipeline=pipeline,
+            return compile_with_iree(text, self.model.name, output_type=self.output_type)
+        return compile_module(text, self.model.name, output_type=self.output_type, pipeline=pipeline,
                               threads=threads, in_place=pipeline is Pipeline.FAST, checked=self.checked)
+
+    def _function_for(self, values: dict[str, Any]) -> Any:
+        """The function a launch with these host ``values`` runs: :attr:`function`, unless a
+        relation its code assumes is false for them (a tensor shorter than a loop's range
+        over it); then the kernel's guarded form, emitted and compiled on first need."""
+        failure = self._launch_checks.failure(values) if self._launch_checks.checks else None
+        if failure is None:
+            return self.function
+        with self._guarded_lock:
+            if self._guarded is None:
+                log.info("kernel %s: %s, so it runs its guarded form", self.name, failure)
+                _model, text = emit_module(self.bound, output_type=self.output_type, config=self.config)
+                self._guarded = self._build_function(text, self._pipeline, self._threads)
+            return self._guarded
 
     @property
     def name(self) -> str:
@@ -139,8 +161,9 @@ class CompiledKernel:
             call = [self._device_value(arg, device_args, by_param) for arg in self.model.args]
             if self._read_guards.checks:
                 self._read_guards.check(device_args)
+            function = self._function_for({**by_param, **device_args})
             try:
-                results = self.function(*call)
+                results = function(*call)
             except ArgumentError as err:
                 if err.position is None:
                     raise

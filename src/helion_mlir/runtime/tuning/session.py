@@ -76,8 +76,8 @@ class CandidateKernel(CompiledKernel):
         self._worker = worker
         super().__init__(bound, output_type=output_type, config=config, pipeline="fast", threads=threads)
 
-    def _build_function(self, pipeline: str, threads: int | None) -> RemoteFunction:
-        module = CandidateModule(self.mlir, self.model.name, self.output_type, pipeline, threads or 1, in_place=True)
+    def _build_function(self, text: str, pipeline: str, threads: int | None) -> RemoteFunction:
+        module = CandidateModule(text, self.model.name, self.output_type, pipeline, threads or 1, in_place=True)
         # The worker compiles while this process prepares the host code and the next candidates.
         return self._worker.compile(module, wait=False)
 
