@@ -160,7 +160,8 @@ def run_case(case: Case, variant: str, setting: str) -> dict[str, Any]:
     problems = _differences(got, expected, "result")
     for position, ((value, buffer), after) in enumerate(zip(guarded, expected_args)):
         problems += _differences(value, after, f"argument {position}")
-        if buffer is not None and not (torch.all(buffer[:GUARD] == SENTINEL) and torch.all(buffer[-GUARD:] == SENTINEL)):
+        guards = (buffer[:GUARD], buffer[-GUARD:]) if buffer is not None else ()
+        if any(not torch.all(guard == SENTINEL) for guard in guards):
             problems.append(f"argument {position}: a guard region was written")
     outcome.update(outcome="mismatch" if problems else "match", problems=problems)
     return outcome

@@ -28,6 +28,7 @@ from out_of_range_util import BY_NAME, CASES, KERNELS, KERNELS_FILE, N
 
 from helion_mlir import compile_kernel, generate_mlir
 from helion_mlir.runtime.iree_engine import iree_available
+from helion_mlir_cli import main as cli_main
 
 UTIL = Path(__file__).resolve().parent / "out_of_range_util.py"
 IREE = pytest.param("iree", marks=[pytest.mark.iree, pytest.mark.skipif(not iree_available(),
@@ -193,3 +194,26 @@ def test_a_dynamic_shape_kernel_relies_on_launch_checks_for_tiles_of_another_ten
 def _size(name: str, axis: int, kernel: Any) -> str:
     """The symbol of a tensor argument's dynamic size."""
     return str(next(a.fake for a in kernel.model.args if a.name == name).shape[axis])
+
+
+@pytest.mark.parametrize("shape", [(64, 64), (40, 24)], ids=["divisible", "ragged"])
+def test_tile_begins_and_ids_are_known_inside_and_run_unguarded(shape: tuple[int, int]) -> None:
+    """``out[tile_m.begin, tile_n.begin]`` and ``out[tile_m.id, tile_n.id]`` (as in Helion's
+    own tests of tile properties) stay inside ``out``: no guard, and every tile marks its own."""
+    x = torch.randn(*shape)
+    bound = KERNELS.mark_tile_starts.bind((x,))
+    text = generate_mlir(bound)
+    assert "scf.if" not in text and "arith.cmpi ult" not in text
+    expected = torch.zeros(shape, dtype=torch.int32)
+    expected[::16, ::8] = 1
+    expected[:-(-shape[0] // 16), :-(-shape[1] // 8)] = 2
+    torch.testing.assert_close(compile_kernel(bound)(x), expected)
+
+
+def test_the_command_line_names_the_index_a_checked_run_found_outside(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(["run", f"{KERNELS_FILE}:add_element", "--args", "f32[37], 1000000000", "--checked"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"out-of-bounds access at {KERNELS_FILE}:{_line_of('add_element')}" in err
+    assert "check: out-of-bounds index into dimension 0 of 'x' (size 37)" in err
+    assert "next: check the index at that line for these --args" in err

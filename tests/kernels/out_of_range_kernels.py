@@ -345,3 +345,13 @@ def bf16_groups_expected(storage: torch.Tensor, groups: torch.Tensor) -> torch.T
     positions = groups[:, None] * 16 + torch.arange(16)[None, :]
     ok = _in_range(positions, flat.numel())
     return torch.where(ok, flat[torch.where(ok, positions, 0)], torch.zeros((), dtype=torch.float16))
+
+
+@helion.kernel(config=TILES_2D)
+def mark_tile_starts(x: torch.Tensor) -> torch.Tensor:
+    """A 1 at each tile's first element and a 2 at ``[tile_m.id, tile_n.id]``: in range."""
+    out = torch.zeros_like(x, dtype=torch.int32)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m.begin, tile_n.begin] = 1
+        out[tile_m.id, tile_n.id] = 2
+    return out

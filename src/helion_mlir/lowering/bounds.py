@@ -10,8 +10,11 @@ in every pipeline: the position is compared with its dimension (one unsigned com
 which also catches negatives) and the access is skipped or redirected to position 0 and
 its result discarded. Positions the lowering can prove inside (a literal, a grid index or
 ``tile.begin`` of a loop over the dimension, a symbol whose range says so) are not
-guarded. In checked mode each guarded position is checked first (``cf.assert``; a lane the
-masks turn off is not), so the call raises ``OutOfBoundsAccessError`` naming the kernel line.
+guarded, nor, when the module is emitted with launch checks, positions that depend on host
+values alone: the relation they need is recorded for the launch to check
+(:func:`assumed_inside`). In checked mode each guarded position is checked first
+(``cf.assert``; a lane the masks turn off is not), so the call raises
+``OutOfBoundsAccessError`` naming the kernel line.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ from .host_values import HostValue
 from .kernel_model import LaunchCheck
 from .values import Scalar, Tensor, Tile
 
-__all__ = ["all_of", "any_lane", "assumed_inside", "canonical_sizes", "check_message", "guard_positions", "guarded", "in_range",
-           "nonempty", "scalar_inside", "tile_inside", "truthy", "window_inside"]
+__all__ = [
+    "all_of", "any_lane", "assumed_inside", "canonical_sizes", "check_message", "guard_positions", "guarded",
+    "in_range", "nonempty", "scalar_inside", "tile_inside", "truthy", "window_inside",
+]
 
 # Symbols of a tile property whose value is the tile's offset (a grid index is its tile's begin).
 _OFFSET_ORIGINS = (vo.GridOrigin, vo.TileBeginOrigin)
@@ -260,7 +265,8 @@ def nonempty(emit: Emitter, host: Tensor, axes: Sequence[int],
         size = emit.dim(host, axis)
         if (isinstance(size, int) and size > 0) or checked_at_launch(axis):
             continue
-        conditions.append(emit.assign("nonempty", f"arith.cmpi sgt, {emit.index(size).ssa}, {emit.index(0).ssa} : index"))
+        positive = f"arith.cmpi sgt, {emit.index(size).ssa}, {emit.index(0).ssa} : index"
+        conditions.append(emit.assign("nonempty", positive))
     return all_of(emit, conditions)
 
 

@@ -65,9 +65,13 @@ class LaunchChecks:
         return {v.key for condition, _check in self.checks for v in condition.values if v.key is not None}
 
     def failure(self, values: Mapping[str, Any]) -> str | None:
-        """What the first relation false for a launch's ``values`` says (None: all hold)."""
+        """What the first relation false for a launch's ``values`` says (None: all hold). A
+        relation whose values the launch lacks counts as false."""
         for condition, check in self.checks:
-            holds, shown = condition.holds(values)
+            try:
+                holds, shown = condition.holds(values)
+            except KeyError as missing:
+                holds, shown = False, f"the launch has no value for {missing}"
             if not holds:
                 found = _FILE_LINE.search(check.location or "")
                 where = f" at {found.group(1)}:{found.group(2)}" if found else ""

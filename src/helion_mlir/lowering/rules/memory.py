@@ -248,7 +248,8 @@ def _check_positions(emit: Emitter, host: Tensor, name: str, accesses: Sequence[
             if outside_axis is None:
                 return on
             a = hosts[outside_axis]
-            position = emit.assign("pos", f"arith.addi {emit.index(a.base).ssa}, {index_of(windows[outside_axis])} : index")
+            lane_index = index_of(windows[outside_axis])
+            position = emit.assign("pos", f"arith.addi {emit.index(a.base).ssa}, {lane_index} : index")
             inside = in_range(emit, position, emit.dim(host, outside_axis))
             outside = emit.assign("out", f"arith.xori {inside}, {emit.const(True, 'i1').ssa} : i1")
             return emit.assign("on", f"arith.andi {on}, {outside} : i1")
@@ -260,7 +261,8 @@ def _check_positions(emit: Emitter, host: Tensor, name: str, accesses: Sequence[
     if oks:
         off = emit.assign("off", f"arith.xori {lanes_on(None)}, {emit.const(True, 'i1').ssa} : i1")
         for axis, ok in oks.items():
-            emit.check(emit.assign("checked", f"arith.ori {ok}, {off} : i1"), check_message(name, axis, emit.dim(host, axis)))
+            checked = emit.assign("checked", f"arith.ori {ok}, {off} : i1")
+            emit.check(checked, check_message(name, axis, emit.dim(host, axis)))
     for axis in windows:
         none_outside = emit.assign("none", f"arith.xori {lanes_on(axis)}, {emit.const(True, 'i1').ssa} : i1")
         emit.check(none_outside, check_message(name, axis, emit.dim(host, axis)))
@@ -310,7 +312,8 @@ def _mask_arg(ctx: RuleContext, node: fx.Node, position: int) -> Tensor | None:
     return ctx.tensor(node.args[position]) if len(node.args) > position and node.args[position] is not None else None
 
 
-def accesses_of(ctx: RuleContext, host: HostTensor, index: Any, value_arg: Any, *, masked: bool = False) -> list[DimAccess]:
+def accesses_of(ctx: RuleContext, host: HostTensor, index: Any, value_arg: Any, *,
+                masked: bool = False) -> list[DimAccess]:
     """How ``index`` addresses ``host``, for a value shaped like ``value_arg``'s meta. With
     launch checks, positions that depend on host values only may be checked inside at
     launch instead of guarded, unless the access is ``masked`` (its ``extra_mask`` may keep

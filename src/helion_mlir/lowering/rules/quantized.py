@@ -139,11 +139,13 @@ def lower_load_float4_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]
 
     def decode(flat: Tensor, group: str, lane: str, positions: _Positions) -> str:
         if flat.dtype in PACKED_PAIR_DTYPES:  # pairs flattened: one value per element
-            code = emit.assign("fp4", f"tensor.extract {flat.ssa}[{positions.at(flat, 'g * 16 + l', group, lane)}] : {flat.type}")
+            at = positions.at(flat, "g * 16 + l", group, lane)
+            code = emit.assign("fp4", f"tensor.extract {flat.ssa}[{at}] : {flat.type}")
             return _to_f16(emit, code, element_type(flat.dtype))
         if flat.dtype not in (torch.uint8, torch.int8):
             raise HelionMLIRError(f"packed e2m1 storage must be uint8 or float4_e2m1fn_x2, got {flat.dtype}")
-        byte = emit.assign("byte", f"tensor.extract {flat.ssa}[{positions.at(flat, 'g * 8 + l floordiv 2', group, lane)}] : {flat.type}")
+        at = positions.at(flat, "g * 8 + l floordiv 2", group, lane)
+        byte = emit.assign("byte", f"tensor.extract {flat.ssa}[{at}] : {flat.type}")
         shift = emit.fresh("shift")  # the odd lane of a byte is its high nibble
         emit.op(f"{shift} = affine.apply affine_map<(l) -> ((l mod 2) * 4)>({lane})")
         return _to_f16(emit, float4_in_byte(emit, byte, shift, "f4E2M1FN"), "f4E2M1FN")
@@ -158,7 +160,8 @@ def lower_load_bfloat16_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ..
     def decode(flat: Tensor, group: str, lane: str, positions: _Positions) -> str:
         if flat.dtype != torch.bfloat16:
             raise HelionMLIRError(f"the storage must be bfloat16, got {flat.dtype}")
-        value = emit.assign("bf16", f"tensor.extract {flat.ssa}[{positions.at(flat, 'g * 16 + l', group, lane)}] : {flat.type}")
+        at = positions.at(flat, "g * 16 + l", group, lane)
+        value = emit.assign("bf16", f"tensor.extract {flat.ssa}[{at}] : {flat.type}")
         return _to_f16(emit, value, "bf16")
 
     return _group_load(ctx, node, decode)
