@@ -30,6 +30,8 @@ from helion_mlir import compile_kernel, generate_mlir
 from helion_mlir.runtime.iree_engine import iree_available
 from helion_mlir_cli import main as cli_main
 
+# One worker runs them all, so that each setting's child process runs once.
+pytestmark = pytest.mark.xdist_group("out-of-range")
 UTIL = Path(__file__).resolve().parent / "out_of_range_util.py"
 IREE = pytest.param("iree", marks=[pytest.mark.iree, pytest.mark.skipif(not iree_available(),
                                                                         reason="IREE is not installed")])
