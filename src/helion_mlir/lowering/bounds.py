@@ -38,8 +38,8 @@ from .kernel_model import LaunchCheck
 from .values import Scalar, Tensor, Tile
 
 __all__ = [
-    "all_of", "any_lane", "assumed_inside", "canonical_sizes", "check_message", "guard_positions", "guarded",
-    "in_range", "nonempty", "scalar_inside", "tile_inside", "truthy", "window_inside",
+    "all_of", "any_lane", "assumed_inside", "canonical_sizes", "check_message", "guard_positions",
+    "guarded_update", "guarded_value", "in_range", "nonempty", "scalar_inside", "tile_inside", "truthy", "window_inside",
 ]
 
 # Symbols of a tile property whose value is the tile's offset (a grid index is its tile's begin).
@@ -329,10 +329,34 @@ def any_lane(emit: Emitter, mask: Tensor) -> str:
     return emit.assign("any", f"tensor.extract {result}[] : {init.type}")
 
 
-def guarded(emit: Emitter, condition: str | None, access: Callable[[], Sequence[Any]],
-            skipped: Callable[[], Sequence[Any]]) -> list[Any]:
-    """``access()`` where ``condition`` holds, else ``skipped()`` (an ``scf.if``); just
-    ``access()`` when there is no condition."""
+def guarded_value(emit: Emitter, condition: str | None, read: Callable[[], Tensor], zeros: Callable[[], Tensor],
+                  shape: Sequence[int | None]) -> Tensor:
+    """``read()`` where ``condition`` holds, else ``zeros()`` (values of ``shape``); just
+    ``read()`` when there is no condition. See :func:`guarded_update` for the form."""
     if condition is None:
-        return list(access())
-    return emit.branch(condition, access, skipped, hint="guarded")
+        return read()
+    if None not in shape:
+        return emit.branch(condition, lambda: [read()], lambda: [zeros()], hint="guarded")[0]
+    [value] = emit.for_loop(0, _trips(emit, condition), 1, [zeros()], lambda _iv, _zeros: [read()], hint="guarded")
+    return value  # type: ignore[return-value]
+
+
+def guarded_update(emit: Emitter, condition: str | None, update: Callable[[list[Any]], Sequence[Any]],
+                   current: list[Any]) -> list[Any]:
+    """``update(current)`` where ``condition`` holds, else ``current`` unchanged; just the
+    update when there is no condition. Values of static shapes go through an ``scf.if``;
+    with a dynamic size, through an ``scf.for`` of one iteration or none carrying them,
+    because IREE resolves the sizes of tensors an ``scf.for`` carries but not those of an
+    ``scf.if``'s results (docs/downstream.md)."""
+    if condition is None:
+        return list(update(current))
+    if not any(isinstance(v, Tensor) and None in v.shape for v in current):
+        return emit.branch(condition, lambda: update(current), lambda: current, hint="guarded")
+    return emit.for_loop(0, _trips(emit, condition), 1, current, lambda _iv, values: list(update(values)),
+                         hint="guarded")
+
+
+def _trips(emit: Emitter, condition: str) -> Scalar:
+    """1 where the ``i1`` ``condition`` holds, else 0 (``index``)."""
+    return Scalar(emit.assign("trips", f"arith.select {condition}, {emit.index(1).ssa}, {emit.index(0).ssa} : index"),
+                  "index")

@@ -15,7 +15,7 @@ from ...errors import HelionMLIRError
 from ...mlir_types import element_type
 from ..context import RuleContext
 from ..emitter import Emitter
-from ..bounds import guarded
+from ..bounds import guarded_update
 from ..indexing import AccessKind, extract_valid, pad_to_tile, value_dynamic_sizes, value_shape
 from ..registry import register_lowering
 from ..values import Tensor
@@ -91,20 +91,20 @@ def _lower_atomic(kind: Atomic) -> Callable[[RuleContext, fx.Node], Tensor | Non
         def body(args: list[str], _i: Callable[[int], str]) -> str:
             return combine(args[0], args[1], args[2] if len(args) > 2 else "")
 
-        def access() -> list[Tensor]:
-            old_valid = extract_valid(emit, dest, accesses)
+        def access(current: list[Tensor]) -> list[Tensor]:
+            old_valid = extract_valid(emit, current[0], accesses)
             inputs = [old_valid, valid_region(emit, value, accesses)]
             if extra is not None:
                 inputs.append(valid_region(emit, extra, accesses))
             combined = emit.elementwise(inputs, old_valid.shape, dest.dtype, body, hint="rmw")
-            stored = insert_valid(emit, dest, combined, accesses)
+            stored = insert_valid(emit, current[0], combined, accesses)
             return [stored, pad_to_tile(emit, old_valid, accesses)] if wants_old else [stored]
 
-        def skipped() -> list[Tensor]:  # outside the destination: nothing changes, the old values read 0
-            zeros = emit.fill(value_shape(accesses), dest.dtype, 0, value_dynamic_sizes(emit, accesses))
-            return [dest, zeros] if wants_old else [dest]
-
-        results = guarded(emit, positions_inside(emit, dest, host.name, accesses), access, skipped)
+        inside = positions_inside(emit, dest, host.name, accesses)
+        current = [dest]
+        if wants_old and inside is not None:  # outside the destination the old values read 0
+            current.append(emit.fill(value_shape(accesses), dest.dtype, 0, value_dynamic_sizes(emit, accesses)))
+        results = guarded_update(emit, inside, access, current)
         ctx.write(results[0])
         return results[1] if wants_old else None
 

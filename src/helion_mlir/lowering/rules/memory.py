@@ -28,7 +28,8 @@ from ..bounds import (
     canonical_sizes,
     check_message,
     guard_positions,
-    guarded,
+    guarded_update,
+    guarded_value,
     in_range,
     nonempty,
     truthy,
@@ -158,7 +159,7 @@ def gather(ctx: RuleContext, host: Tensor, name: str, accesses: Sequence[DimAcce
     guarded_axes = [axis for axis, a in enumerate(host_accesses(accesses)) if not a.inside]
     dynamic = value_dynamic_sizes(emit, accesses)
 
-    def generic() -> list[Tensor]:
+    def generic() -> Tensor:
         init = emit.empty(out_shape, host.dtype, dynamic)
         result = Tensor(emit.fresh("gather"), tuple(out_shape), host.dtype)
         ins = f" ins({', '.join(t.ssa for t in tensors)} : {', '.join(t.type for t in tensors)})" if tensors else ""
@@ -191,13 +192,13 @@ def gather(ctx: RuleContext, host: Tensor, name: str, accesses: Sequence[DimAcce
                 fill_c = emit.const(fill, element_type(host.dtype))
                 elem = emit.assign("sel", f"arith.select {keep}, {elem}, {fill_c.ssa} : {element_type(host.dtype)}")
             emit.op(f"linalg.yield {elem} : {element_type(host.dtype)}")
-        return [result]
+        return result
 
     def checked_at_launch(axis: int) -> bool:
         return emit.launch_checks and assumed_inside(ctx, name, axis, 0, 1)
 
-    return guarded(emit, nonempty(emit, host, guarded_axes, checked_at_launch), generic,
-                   lambda: [emit.fill(out_shape, host.dtype, fill, dynamic)])[0]
+    return guarded_value(emit, nonempty(emit, host, guarded_axes, checked_at_launch), generic,
+                         lambda: emit.fill(out_shape, host.dtype, fill, dynamic), out_shape)
 
 
 def positions_inside(emit: Emitter, host: Tensor, name: str, accesses: Sequence[DimAccess],
@@ -278,12 +279,13 @@ def load_value(ctx: RuleContext, host: Tensor, name: str, accesses: Sequence[Dim
         return gather(ctx, host, name, accesses, mask)
     inside = positions_inside(emit, host, name, accesses, mask)
 
-    def load() -> list[Tensor]:
+    def load() -> Tensor:
         valid = extract_valid(emit, host, accesses)
-        return [add_new_axes(emit, pad_to_tile(emit, valid, accesses), accesses)]
+        return add_new_axes(emit, pad_to_tile(emit, valid, accesses), accesses)
 
-    return guarded(emit, inside, load,
-                   lambda: [emit.fill(value_shape(accesses), host.dtype, 0, value_dynamic_sizes(emit, accesses))])[0]
+    shape = value_shape(accesses)
+    return guarded_value(emit, inside, load, lambda: emit.fill(shape, host.dtype, 0, value_dynamic_sizes(emit, accesses)),
+                         shape)
 
 
 def _mask_for(emit: Emitter, mask: Tensor, value: Tensor) -> Tensor:
@@ -416,11 +418,11 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
     on = valid_region(emit, mask, accesses) if mask is not None else None
     inside = positions_inside(emit, dest, host.name, accesses, mask)
 
-    def store() -> list[Tensor]:
-        kept = valid if on is None else _select_tensors(emit, on, valid, extract_valid(emit, dest, accesses))
-        return [insert_valid(emit, dest, kept, accesses)]
+    def store(current: list[Tensor]) -> list[Tensor]:
+        kept = valid if on is None else _select_tensors(emit, on, valid, extract_valid(emit, current[0], accesses))
+        return [insert_valid(emit, current[0], kept, accesses)]
 
-    ctx.write(guarded(emit, inside, store, lambda: [dest])[0])
+    ctx.write(guarded_update(emit, inside, store, [dest])[0])
     return None
 
 
@@ -470,7 +472,8 @@ def scatter(emit: Emitter, dest: Tensor, name: str, accesses: Sequence[DimAccess
             on = truthy(emit, emit.assign("mk", f"tensor.extract {mask.ssa}[{lanes}] : {mask.type}"), mask.dtype)
         inside = guard_positions(emit, cur_dest, name, coords, axes, on, redirect=False)[1]
 
-        def access() -> list[Any]:
+        def access(current: list[Any]) -> list[Any]:
+            cur_dest = current[0]
             coord_text = ", ".join(coords)
             new = emit.assign("new", f"tensor.extract {value.ssa}[{lanes}] : {value.type}")
             old = emit.assign("old", f"tensor.extract {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
@@ -482,12 +485,12 @@ def scatter(emit: Emitter, dest: Tensor, name: str, accesses: Sequence[DimAccess
                 combined = emit.assign("keep", f"arith.select {on}, {combined}, {old} : {elt}")
             updated = [cur_dest.renamed(_insert_element(emit, combined, cur_dest, coords))]
             if keep_old:
-                cur_olds = carried[1]
+                cur_olds = current[1]
                 rec = emit.assign("rec", f"tensor.insert {old} into {cur_olds.ssa}[{lanes}] : {cur_olds.type}")
                 updated.append(Tensor(rec, cur_olds.shape, cur_olds.dtype))
             return updated
 
-        return guarded(emit, inside, access, lambda: list(carried))
+        return guarded_update(emit, inside, access, list(carried))
 
     result = nest(0, [], carried_in)
     return result[0], (result[1] if keep_old else None)

@@ -32,7 +32,7 @@ from ..emitter import Emitter
 from ..registry import register_lowering
 from ..values import Tensor
 from .dtype_casts import float4_in_byte, unpack_pair_halves
-from ..bounds import all_of, guard_positions, guarded, nonempty, truthy
+from ..bounds import all_of, guard_positions, guarded_value, nonempty, truthy
 from .views import expand_dims
 
 _LANES = 16
@@ -105,11 +105,12 @@ def _group_load(
 
     dynamic = [emit.index(emit.dim(offsets, axis)) for axis, size in enumerate(offsets.shape) if size is None]
 
-    def load() -> list[Tensor]:
-        return [emit.elementwise(inputs, shape, torch.float16, body, hint="lanes", dynamic_sizes=dynamic)]
+    def load() -> Tensor:
+        return emit.elementwise(inputs, shape, torch.float16, body, hint="lanes", dynamic_sizes=dynamic)
 
     # Empty storage: position 0 would lie outside it too.
-    [lanes] = guarded(emit, nonempty(emit, flat, [0]), load, lambda: [emit.fill(shape, torch.float16, 0.0, dynamic)])
+    lanes = guarded_value(emit, nonempty(emit, flat, [0]), load, lambda: emit.fill(shape, torch.float16, 0.0, dynamic),
+                          shape)
     return tuple(_lane(emit, lanes, i) for i in range(_LANES))
 
 
