@@ -16,7 +16,7 @@ import helion.language as hl
 import torch
 
 
-@helion.kernel(config=helion.Config(block_sizes=[2, 8, 16, 16]))
+@helion.kernel(config=helion.Config(block_sizes=[2, 16, 16, 16]))
 def embedding_projection(table: torch.Tensor, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     batch, length = ids.size()
     dim = hl.specialize(table.size(1))

@@ -17,7 +17,7 @@ import helion.language as hl
 import torch
 
 
-@helion.kernel(config=helion.Config(block_sizes=[2, 8, 8]))
+@helion.kernel(config=helion.Config(block_sizes=[2, 16, 16]))
 def jagged_hstu_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, offsets: torch.Tensor,
                           alpha: float) -> torch.Tensor:
     heads = hl.specialize(q.size(1))

@@ -13,7 +13,7 @@ import helion.language as hl
 import torch
 
 
-@helion.kernel(config=helion.Config(block_sizes=[2, 16, 16, 8]))
+@helion.kernel(config=helion.Config(block_sizes=[2, 16, 16, 16]))
 def padded_attention_scores(q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     batch, seq, head_dim = q.shape
     out = torch.zeros([batch, seq, seq], dtype=torch.float32, device=q.device)

@@ -29,10 +29,14 @@ import torch  # noqa: E402
 from examples_util import load_example_by_name  # noqa: E402
 from exec_costs import _per_call  # noqa: E402
 
+from helion_mlir import OutputType  # noqa: E402
+from helion_mlir.generate import kernel_model  # noqa: E402
 from helion_mlir.runtime.compiled_kernel import CompiledKernel  # noqa: E402
 from helion_mlir.runtime.engine import clear_compile_cache  # noqa: E402
+from helion_mlir.runtime.pipelines import Pipeline  # noqa: E402
 
-MODES = {"checked": dict(pipeline="plain", checked=True), "plain": dict(pipeline="plain"), "fast": dict(pipeline="fast")}
+MODES = {"checked": dict(pipeline=Pipeline.PLAIN, checked=True), "plain": dict(pipeline=Pipeline.PLAIN),
+         "fast": dict(pipeline=Pipeline.FAST)}
 
 
 def _cases() -> list[tuple[str, Any, helion.Config, tuple[Any, ...]]]:
@@ -56,11 +60,11 @@ def measure(rounds: int, threads: int, budget: float) -> list[dict[str, Any]]:
     torch.manual_seed(0)
     rows = []
     for name, kernel, config, args in _cases():
-        bound = kernel.bind(args)
+        model = kernel_model(kernel, args, config)
         compiled, compile_s = {}, {}
         for mode, options in MODES.items():
             clear_compile_cache()
-            compiled[mode] = CompiledKernel(bound, output_type="linalg-on-tensors", config=config,
+            compiled[mode] = CompiledKernel(model, output_type=OutputType.LINALG_ON_TENSORS,
                                             threads=threads if mode == "fast" else None, **options)
             compile_s[mode] = compiled[mode].compile_seconds
         reference = compiled["plain"](*args)

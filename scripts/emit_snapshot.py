@@ -4,7 +4,7 @@
 (``OUT_DIR/<example>.<variant>.<output type>.mlir``, with source locations): the example's
 own config on its divisible and ragged arguments, with ``static_shapes=False`` on the
 ragged ones, and the examples whose reductions Helion rolls with ``reduction_loops`` of 16
-and 48 columns. An
+and 32 columns. An
 emission that fails writes its error (class and message) instead of a module. Run it on
 two checkouts and ``diff -r`` the directories: a change that should not alter the emitted
 code must leave them identical. ``--only NAME`` (repeatable) limits it to some examples.
@@ -31,7 +31,7 @@ from test_rolled_reductions import ROLLED_EXAMPLES  # noqa: E402  (the examples 
 from helion_mlir import OutputType, generate_mlir  # noqa: E402
 from helion_mlir.errors import HelionMLIRError  # noqa: E402
 
-ROLLED_CHUNKS = (16, 48)
+ROLLED_CHUNKS = (16, 32)
 # Kernels Helion refuses to bind with static_shapes=False.
 STATIC_ONLY = ("group_norm",)
 

@@ -27,8 +27,11 @@ import torch
 import torch.nn.functional as F
 from examples_util import load_example_by_name
 
+from helion_mlir import OutputType
+from helion_mlir.generate import kernel_model
 from helion_mlir.runtime.compiled_kernel import CompiledKernel, compile_kernel
 from helion_mlir.runtime.engine import clear_compile_cache
+from helion_mlir.runtime.pipelines import Pipeline
 
 __all__ = ["measure_execution"]
 
@@ -168,8 +171,8 @@ def _compiled(case: Case, pipeline: str, repeats: int = 3) -> tuple[Any, float]:
     seconds = []
     for _ in range(repeats):
         clear_compile_cache()
-        compiled = CompiledKernel(case.kernel.bind(case.args), output_type="linalg-on-tensors", config=case.config,
-                                  pipeline=pipeline)
+        compiled = CompiledKernel(kernel_model(case.kernel, case.args, case.config),
+                                  output_type=OutputType.LINALG_ON_TENSORS, pipeline=Pipeline.parse(pipeline))
         seconds.append(compiled.compile_seconds)
     return compiled, statistics.median(seconds)
 

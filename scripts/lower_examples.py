@@ -30,7 +30,7 @@ from examples_util import bound_args, example_call, example_names, load_example_
 
 from helion_mlir import OutputType, generate_mlir  # noqa: E402
 from helion_mlir.errors import HelionMLIRError  # noqa: E402
-from helion_mlir.lowering.kernel_model import KernelModel, resolve_config  # noqa: E402
+from helion_mlir.generate import kernel_model  # noqa: E402
 from helion_mlir.runtime.rewrites import tile_parallel  # noqa: E402
 from helion_mlir.runtime.engine import lower_module  # noqa: E402
 
@@ -55,7 +55,7 @@ def emit(folder: Path) -> None:
                 ignore_warnings=module.KERNEL.settings.ignore_warnings)))
         for prefix, kernel in kernels:
             bound = kernel.bind(bound_args(kernel, args, kwargs))
-            func = KernelModel(bound, resolve_config(bound, None)).name
+            func = kernel_model(bound).name
             types = list(OutputType) if not prefix else [OutputType.LINALG_ON_TENSORS]
             for output_type in types:
                 text = generate_mlir(bound, output_type=output_type)

@@ -15,6 +15,7 @@ threads, say); they take minutes and run only with ``--stress``
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -22,8 +23,11 @@ from hypothesis import HealthCheck, settings
 from examples_util import example_names
 
 import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
+from helion_mlir.runtime import helion_backend
 from helion_mlir.runtime.compiled_kernel import clear_kernel_cache
 from helion_mlir.runtime.rewrites import tile_parallel
+from helion_mlir.runtime.tuning import session as tuning_session
+from helion_mlir.runtime.tuning.worker import JITWorker
 
 settings.register_profile(
     "ci",
@@ -95,3 +99,29 @@ def parallel_even_when_small() -> Iterator[None]:
     yield
     tile_parallel.MIN_PARALLEL_WORK = saved
     clear_kernel_cache()
+
+
+@pytest.fixture(scope="session")
+def tuning_worker() -> Iterator[JITWorker]:
+    """One JIT worker for the tuning tests of a test process (each start costs seconds; the
+    modules that use it are in one xdist group)."""
+    worker = JITWorker()
+    yield worker
+    worker.close()
+
+
+@pytest.fixture
+def tuning_run_worker(tuning_worker: JITWorker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> JITWorker:
+    """The test's tuning runs use :func:`tuning_worker`, a cache directory of the test's own,
+    and Helion's defaults for the variables that force, skip or choose a search."""
+    monkeypatch.setattr(tuning_session, "shared_worker", lambda: tuning_worker)
+    monkeypatch.setenv("HELION_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("HELION_FORCE_AUTOTUNE", "HELION_SKIP_CACHE", "HELION_AUTOTUNER",
+                 helion_backend.LEGACY_DEFAULT_CONFIG_ENV):
+        monkeypatch.delenv(name, raising=False)
+    return tuning_worker
+
+
+# tests/data/conformance/ is a stand-in Helion checkout that test_conformance_runner.py runs;
+# its test module is not one of this suite's.
+collect_ignore_glob = ["data/*"]

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,11 @@ import torch
 from examples_util import load_example_by_name
 from kernels import tuning_kernels
 
-from helion_mlir.errors import ExecutionError, HelionMLIRError
+from helion_mlir.errors import ExecutionError, HelionMLIRError, WorkerDiedError
+from helion_mlir.lowering.kernel_config import resolve_config
 from helion_mlir.output_type import OutputType
 from helion_mlir.runtime import compiled_kernel, helion_backend
+from helion_mlir.runtime.compiled_kernel import CompiledKernel
 from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning import worker as worker_module
 from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
@@ -46,19 +47,14 @@ pytestmark = pytest.mark.xdist_group("autotune")
 
 
 @pytest.fixture(scope="module")
-def worker() -> Iterator[JITWorker]:
-    """One JIT worker for the module's tuning runs (each start costs seconds)."""
-    shared = JITWorker()
-    yield shared
-    shared.close()
+def worker(tuning_worker: JITWorker) -> JITWorker:
+    """The JIT worker of the module's tuning runs."""
+    return tuning_worker
 
 
 @pytest.fixture(autouse=True)
-def _tuning_setup(worker: JITWorker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tuning_session, "shared_worker", lambda: worker)
-    monkeypatch.setenv("HELION_CACHE_DIR", str(tmp_path / "cache"))
-    for name in ("HELION_FORCE_AUTOTUNE", "HELION_SKIP_CACHE", "HELION_AUTOTUNER", helion_backend.LEGACY_DEFAULT_CONFIG_ENV):
-        monkeypatch.delenv(name, raising=False)
+def _tuning_setup(tuning_run_worker: JITWorker) -> None:
+    pass
 
 
 def mlir_kernel(fn: Any, **settings: Any) -> helion.Kernel:
@@ -196,6 +192,107 @@ def test_compile_kernel_uses_the_cached_tuned_config(tuned_repeated_copy: dict[s
     assert untuned.config["repeats"] == 64  # other shapes were never tuned: Helion's default
 
 
+def _write_cache_entry(bound: Any, args: tuple[Any, ...], config: helion.Config) -> Path:
+    """The cache entry of ``bound`` on ``args``, written as a tuning run writes it."""
+    key = cpu_cache_key(bound, args, output_type=OutputType.LINALG_ON_TENSORS, threads=torch.get_num_threads())
+    path = cache_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"config": config.to_json()}))
+    return path
+
+
+@pytest.mark.parametrize("bad", [helion.Config(block_sizes=[16]), helion.Config(block_sizes=[16, 24])])
+def test_compile_kernel_skips_an_invalid_cached_config_with_a_warning_naming_the_file(
+        bad: helion.Config, caplog: pytest.LogCaptureFixture) -> None:
+    module = load_example_by_name("add")
+    kernel = helion.kernel(module.KERNEL.fn)  # no config of its own: compile_kernel reads the cache
+    args = module.make_args("ragged")
+    path = _write_cache_entry(kernel.bind(args), args, bad)
+    with caplog.at_level("WARNING"):
+        for _ in range(2):  # every call works, not only the first
+            compiled = compiled_kernel.compile_kernel(kernel, args)
+            torch.testing.assert_close(compiled(*args), module.reference(*args))
+    assert compiled.config == kernel.bind(args).config_spec.default_config()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    about_cache = [w for w in warnings if str(path) in w]  # besides the hint that the default config runs
+    assert len(about_cache) == 1 and "is not valid for it" in about_cache[0], warnings
+
+
+def test_compile_kernel_runs_the_default_config_when_the_cached_one_does_not_compile(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    module = load_example_by_name("add")
+    kernel = helion.kernel(module.KERNEL.fn)
+    args = module.make_args("ragged")
+    cached = helion.Config(block_sizes=[2, 64])  # valid, and (here) refused by the CPU compiler
+    path = _write_cache_entry(kernel.bind(args), args, cached)
+    build = CompiledKernel._build_function
+
+    def refuse_the_cached_config(self: CompiledKernel, *options: Any) -> Any:
+        if self.config["block_sizes"] == cached["block_sizes"]:
+            raise ExecutionError("a pass failed")
+        return build(self, *options)
+
+    monkeypatch.setattr(CompiledKernel, "_build_function", refuse_the_cached_config)
+    with caplog.at_level("WARNING"):
+        compiled = compiled_kernel.compile_kernel(kernel, args)
+    assert compiled.config == kernel.bind(args).config_spec.default_config()
+    torch.testing.assert_close(compiled(*args), module.reference(*args))
+    assert any(str(path) in r.getMessage() and "does not compile" in r.getMessage() for r in caplog.records)
+
+
+def test_compile_kernel_resolves_the_cached_config() -> None:
+    module = load_example_by_name("add")
+    kernel = helion.kernel(module.KERNEL.fn)
+    args = module.make_args("ragged")
+    _write_cache_entry(kernel.bind(args), args, helion.Config(block_size=[4, 8]))  # an alias, as Helion takes it
+    compiled = compiled_kernel.compile_kernel(kernel, args)
+    assert compiled.config["block_sizes"] == [4, 8]
+    torch.testing.assert_close(compiled(*args), module.reference(*args))
+
+
+def test_a_cached_config_the_kernel_refuses_is_tuned_again_and_replaced(worker: JITWorker,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    kernel = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick")
+    args = (torch.randn(2, 2), torch.randn(2, 2))  # block sizes 1 and 2 per dimension: a short search
+    bound = kernel.bind(args)
+    path = _write_cache_entry(bound, args, helion.Config(block_sizes=[2]))  # one block size for two dimensions
+    with caplog.at_level("WARNING"):
+        result, run = tune(kernel, args)
+    torch.testing.assert_close(result, args[0] + args[1])
+    warnings = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
+    assert len(warnings) == 1 and "is not valid for it" in warnings[0], warnings
+    assert run.candidates > 0  # a cache miss: tuned again
+    rewritten = helion.Config.from_json(json.loads(path.read_text())["config"])
+    assert resolve_config(bound, rewritten) == resolve_config(bound, bound._config)
+    again = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick")
+    result, run = tune(again, args)  # as the next process would: the repaired entry, nothing tuned
+    torch.testing.assert_close(result, args[0] + args[1])
+    assert (run.candidates, run.timed) == (0, 0)
+
+
+def test_a_cached_config_that_does_not_compile_is_a_cache_miss(monkeypatch: pytest.MonkeyPatch,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    kernel = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick")
+    args = (torch.randn(8, 8), torch.randn(8, 8))
+    bound = kernel.bind(args)
+    cached = helion.Config(block_sizes=[2, 4])
+    path = _write_cache_entry(bound, args, cached)
+    build = CompiledKernel._build_function
+
+    def refuse_the_cached_config(self: CompiledKernel, *options: Any) -> Any:
+        if self.config["block_sizes"] == cached["block_sizes"]:
+            raise ExecutionError("a pass failed")
+        return build(self, *options)
+
+    with tuning_session.tuning(bound, args, output_type=OutputType.LINALG_ON_TENSORS, force=False):
+        assert bound.settings.autotuner_fn(bound, args).get() == cached  # compiled here, in this process
+        monkeypatch.setattr(CompiledKernel, "_build_function", refuse_the_cached_config)
+        compiled_kernel.clear_kernel_cache()
+        with caplog.at_level("WARNING"):
+            assert bound.settings.autotuner_fn(bound, args).get() is None
+    assert any(str(path) in r.getMessage() and "does not compile" in r.getMessage() for r in caplog.records)
+
+
 def test_configs_list_runs_the_fastest(worker: JITWorker) -> None:
     slow = helion.Config(block_sizes=[256], repeats=64)
     fast = helion.Config(block_sizes=[256], repeats=1)
@@ -221,7 +318,7 @@ def test_candidates_that_fail_to_lower_crash_or_compute_wrong_numbers_are_skippe
     build = CandidateKernel._build_function
 
     def build_with_abort(self: CandidateKernel, text: str, pipeline: str, threads: int | None) -> Any:
-        if self.config == crashing:
+        if self.config["block_sizes"] == crashing["block_sizes"]:  # the candidate's config is normalized
             text = _with_injected_abort(text, self.model.name)
         return build(self, text, pipeline, threads)
 
@@ -240,6 +337,7 @@ def test_candidates_that_fail_to_lower_crash_or_compute_wrong_numbers_are_skippe
     torch.testing.assert_close(result, x)
     assert kernel.bind((x,))._config == configs[3]
     assert run.failures == 1 and "block size" in caplog.text  # the lowering's reason is logged
+    assert run.dropped == 1 and "(worker died)" in caplog.text  # the abort, tried twice, is no compile failure
     assert worker.started > started  # the abort ended a worker, not this process
 
 
@@ -260,8 +358,8 @@ def test_candidates_with_the_same_module_are_compiled_and_timed_once(worker: JIT
     x, y = torch.randn(32, 16), torch.randn(32, 16)
     result, run = tune(kernel, (x, y))
     torch.testing.assert_close(result, x + y)
-    keys = {c.config: c.module_key for c in run.kernels}
-    assert keys[configs[0]] == keys[configs[1]] and run.timed == 1
+    keys = {c.config["num_warps"]: c.module_key for c in run.kernels}
+    assert keys[4] == keys[8] and run.timed == 1
 
 
 # ------------------------------------------------------------------- settings and API
@@ -422,14 +520,19 @@ SPIN = _module("spin", """
   return %r : tensor<4xf32>""")
 
 
-def test_worker_abort_fails_the_run_and_a_new_worker_takes_over(worker: JITWorker) -> None:
+def test_worker_abort_is_tried_again_then_fails_the_run_and_a_new_worker_takes_over(worker: JITWorker) -> None:
     x = torch.arange(4.0)
     aborting = worker.compile(ABORT)
     started = worker.started
-    with pytest.raises(ExecutionError, match="killed by SIGABRT while running @boom"):
+    with pytest.raises(WorkerDiedError, match="killed by SIGABRT while running @boom"):
         aborting(x)
+    assert worker.started == started + 1  # tried once more in a new worker
+    assert worker.dropped(aborting.key) and worker.failure(aborting.key) is None  # not a compile failure
+    died = "the JIT worker was killed by SIGABRT while running @boom; "
+    assert worker.deaths[-2:] == [f"{died}trying again in a new worker",
+                                  f"{died}dropping @boom: its JIT worker died 2 times while running it (worker died)"]
     (doubled,) = worker.compile(DOUBLE)(x)
-    assert torch.equal(doubled, x * 2) and worker.started == started + 1
+    assert torch.equal(doubled, x * 2) and worker.started == started + 2
 
 
 def test_worker_abandons_a_run_past_its_time_limit(worker: JITWorker, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -538,11 +641,15 @@ def test_tune_command_prints_the_best_config_times_and_cache_file(tmp_path: Path
     assert main(argv) == 0
     first = capsys.readouterr().out
     assert "searched " in first and "best config: helion.Config(" in first
-    assert "tuned " in first and "default config " in first and "torch eager " in first
+    rounds, _, times = first.split("times of a call (median of ")[1].splitlines()[0].partition(" interleaved")
+    assert int(rounds) >= 5 and times.startswith(" calls each): tuned ") and "torch eager " in times
+    assert "default config " in times or times.split(",")[0].endswith("(the default config)")
     cache_file = first.split("cached in: ")[1].split()[0]
     assert Path(cache_file).is_file()
-    assert main(argv) == 0
-    assert "cached result: nothing compiled or timed" in capsys.readouterr().out
+    assert main([*argv, "--config", '{"block_sizes": [64]}']) == 0
+    second = capsys.readouterr().out
+    assert "cached result: nothing compiled or timed" in second
+    assert re.search(r"--config \d+\.\d{3} ms \(\d+\.\d\dx the tuned time\)", second)  # timed beside the others
 
 
 def test_an_interrupted_request_does_not_leave_its_answer_to_the_next(worker: JITWorker,

@@ -117,10 +117,10 @@ def test_emit_prints_source_locations_with_debug_info(capsys) -> None:
 
 def test_emit_prints_to_stdout_with_config_and_make_args_and_logs_with_verbose(capsys) -> None:
     matmul = ROOT / "examples" / "matmul.py"
-    assert main(["-v", "emit", str(matmul), "--config", '{"block_sizes": [8, 8, 16]}']) == 0
+    assert main(["-v", "emit", str(matmul), "--config", '{"block_sizes": [16, 16, 32]}']) == 0
     captured = capsys.readouterr()
     verify_module_text(captured.out)
-    assert "tensor<32x64xf32> to tensor<8x16xf32>" in captured.out  # make_args' x, config's tiles
+    assert "tensor<32x64xf32> to tensor<16x32xf32>" in captured.out  # make_args' x, config's tiles
     assert "emitted kernel matmul" in captured.err
 
 
@@ -143,7 +143,8 @@ def test_run_exits_1_when_results_differ(monkeypatch, capsys) -> None:
     assert "mismatch: 1 of 1 output(s) differ" in out
 
 
-def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_file: Path, capsys) -> None:
+def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_file: Path, capsys,
+                                                            monkeypatch) -> None:
     for name in ("add.py", "exp.py"):
         shutil.copy(ROOT / "examples" / name, tmp_path / name)
     (tmp_path / "broken.py").write_text("import helion\ndef f(:\n")
@@ -160,10 +161,13 @@ def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_
     assert "inline assembly is specific to a GPU back end" in rows[f"{asm_file}:asm_copy"]
     assert f"{asm_file}:{ASM_LINE}" in rows[f"{asm_file}:asm_copy"]
     assert "import failed: SyntaxError" in rows[str(tmp_path / "broken.py")]
-    assert "skipped: no arguments (define make_args, or pass --args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
+    assert "skipped: no arguments (define make_args(), or pass --args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
     assert "2 passed, 2 failed, 1 skipped" in captured.out
     assert "hint: express the operation with torch ops" in captured.out  # the full failure message
-    assert "3/3" in captured.err  # the progress bar
+    assert "3/3" not in captured.err  # no progress bar drawn into a pipe or file
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["check", str(tmp_path / "add.py")]) == 0
+    assert "1/1" in capsys.readouterr().err  # on a terminal, the progress bar
 
 
 def test_check_leaves_out_virtual_environments_installed_packages_and_build_folders(tmp_path: Path, capsys) -> None:
@@ -214,10 +218,10 @@ def test_batch_reports_an_error_raised_by_mistake_and_goes_on(monkeypatch) -> No
     module = load_module(ADD)
     emit = batch.emit_module
 
-    def emit_or_fail(bound, **kwargs):
-        if kwargs["output_type"] is OutputType.TOSA:
+    def emit_or_fail(model, output_type):
+        if output_type is OutputType.TOSA:
             raise KeyError("a bug")
-        return emit(bound, **kwargs)
+        return emit(model, output_type)
 
     monkeypatch.setattr(batch, "emit_module", emit_or_fail)
     report = batch.check_kernels([batch.KernelCase("add", module.KERNEL, module.make_args())], ["tosa", "raw"])
@@ -294,7 +298,8 @@ def test_ops_measure_renders_a_fresh_measurement(monkeypatch, capsys) -> None:
         (["run", str(ADD), "--config", '{"block_sizes": [8]}'], "--config does not fit kernel 'add'"),
         (["emit", f"{ADD}:nope"], "has no helion kernel named 'nope' (kernels there: add)"),
         (["emit", str(ADD), "--config", "{block_sizes: [8]}"], "--config is not valid JSON"),
-        (["emit", str(ADD), "--config", '{"block_size": [8]}'], "did you mean 'block_sizes'?"),
+        (["emit", str(ADD), "--config", '{"block_sizes": [8, 8], "block_sizez": [8]}'],
+         "Invalid config keys ['block_sizez']"),
         (["emit", str(ADD), "-t", "spirv"], "unknown output type 'spirv'"),
         (["check", str(ROOT / "missing")], "no such file or folder"),
         (["check"], "the following arguments are required: PATH"),
@@ -319,12 +324,19 @@ def test_lowering_failure_exits_1_and_shows_a_traceback_only_with_debug(asm_file
     assert "Traceback (most recent call last)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["emit", "run", "check", "ops"])
+@pytest.mark.parametrize("command", ["emit", "run", "check", "ops", "tune"])
 def test_every_help_shows_an_example(command: str, capsys) -> None:
     assert main([command, "--help"]) == 0
     out = capsys.readouterr().out
     assert "example" in out
     assert any(line.strip().startswith(f"helion-mlir {command}") for line in out.splitlines())
+
+
+def test_tune_help_says_what_is_timed_and_how_to_time_torch_eager(capsys) -> None:
+    assert main(["tune", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "defines reference(...): a plain-torch function that takes the kernel's arguments" in out
+    assert "when a call of the default config is faster than one of the search's best, the default is cached" in out
 
 
 def test_console_script_and_python_dash_m() -> None:
@@ -371,7 +383,7 @@ def test_a_kernel_without_arguments_names_its_parameters(scaled_file: Path, caps
 def test_check_exits_1_when_no_kernel_has_arguments_and_takes_args(scaled_file: Path, capsys) -> None:
     assert main(["check", str(scaled_file)]) == 1
     out = capsys.readouterr().out
-    assert "skipped: no arguments (define make_args, or pass --args)" in out
+    assert "skipped: no arguments (define make_args(), or pass --args)" in out
     assert "nothing was checked: no kernel has arguments" in out
     assert main(["check", str(scaled_file), "--args", "f32[16,48], f32[48], scale=2", "--run"]) == 0
     rows = check_rows(capsys.readouterr().out)
@@ -403,6 +415,88 @@ def test_check_finds_imported_kernels_with_make_kwargs_once(tmp_path: Path, caps
     assert "1 passed, 0 failed, 0 skipped" in out
     assert main(["emit", str(tmp_path / "uses.py")]) == 0
     assert "%x: tensor<16x48xf32>" in capsys.readouterr().out  # make_args() of the importing file
+
+
+# Three kernels in one file: two with example arguments of their own, one without.
+SEVERAL_KERNELS = textwrap.dedent(
+    """\
+    import torch
+    import helion
+    import helion.language as hl
+
+
+    @helion.kernel(config=helion.Config(block_sizes=[16, 32]))
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tm, tn in hl.tile(out.size()):
+            out[tm, tn] = x[tm, tn] + y[tm, tn]
+        return out
+
+
+    @helion.kernel(config=helion.Config(block_sizes=[16]))
+    def row_scale(x: torch.Tensor, scale: float = 2.0) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tm in hl.tile(x.size(0)):
+            out[tm, :] = x[tm, :] * scale
+        return out
+
+
+    @helion.kernel(config=helion.Config(block_sizes=[16]))
+    def negate(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tm in hl.tile(x.size(0)):
+            out[tm] = -x[tm]
+        return out
+
+
+    def make_args_add(shape="divisible"):
+        rows = 64 if shape == "divisible" else 50
+        return torch.randn(rows, 40), torch.randn(rows, 40)
+
+
+    def make_args_row_scale(shape="divisible"):
+        return (torch.randn(48, 24),)
+
+
+    def make_kwargs_row_scale(shape="divisible"):
+        return {"scale": 0.5}
+    """
+)
+
+
+def test_a_file_with_several_kernels_gives_each_its_arguments_by_name(tmp_path: Path, capsys) -> None:
+    """make_args_<kernel> / make_kwargs_<kernel> per kernel, and --args 'KERNEL: ...' per kernel,
+    in check, run and emit; a kernel with neither is skipped with what to write."""
+    path = tmp_path / "several.py"
+    path.write_text(SEVERAL_KERNELS)
+    assert main(["check", str(path), "--run", "--shape", "ragged"]) == 0
+    captured = capsys.readouterr()
+    rows = check_rows(captured.out)
+    for name in ("add", "row_scale"):
+        assert rows[f"{path}:{name}"].split()[1:6] == ["linalg-on-tensors", rows[f"{path}:{name}"].split()[2],
+                                                        "yes", "yes", "yes"]
+    assert ("skipped: no arguments (define make_args_negate(), or pass --args 'negate: ...')"
+            in rows[f"{path}:negate"])
+    assert "2 passed, 0 failed, 1 skipped" in captured.out
+    assert "[#" not in captured.err  # no progress bar drawn into a pipe
+
+    assert main(["check", str(path), "--run", "--args", "negate: f32[33]", "--args", "add: f32[8,8], f32[8,8]"]) == 0
+    out = capsys.readouterr().out
+    assert "3 passed, 0 failed, 0 skipped" in out
+    assert main(["run", f"{path}:row_scale"]) == 0
+    assert "args: x=f32[48,24], scale=0.5" in capsys.readouterr().out  # make_kwargs_row_scale
+    assert main(["emit", f"{path}:add"]) == 0
+    assert "%x: tensor<64x40xf32>" in capsys.readouterr().out  # make_args_add
+    assert main(["emit", f"{path}:negate", "--args", "add: f32[2,2], f32[2,2]", "--args", "negate: f32[5]"]) == 0
+    assert "%x: tensor<5xf32>" in capsys.readouterr().out
+
+    assert main(["check", str(path), "--args", "negat: f32[33]"]) == 2
+    assert "--args names kernel 'negat', which is not a kernel of the files checked (did you mean 'negate'?)" \
+        in capsys.readouterr().err
+    assert main(["emit", f"{path}:negate"]) == 2
+    assert "needs arguments: pass --args, or define make_args_negate() in" in capsys.readouterr().err
+    assert main(["emit", f"{path}:negate", "--args", "negate: f32[4]", "--args", "negate: f32[8]"]) == 2
+    assert "--args given twice for kernel 'negate'" in capsys.readouterr().err
 
 
 def test_ops_of_a_kernel_lists_its_ops_and_where_each_output_type_stops(asm_file: Path, capsys) -> None:

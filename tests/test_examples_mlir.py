@@ -18,14 +18,16 @@ from examples_util import (
     dynamic_shapes_kernel,
     example_call,
     example_names,
+    f64_computations,
     load_example_by_name,
     register_cpu_matmul_dtype_overloads,
+    uses_float64,
 )
 
 from helion_mlir import BatchReport, KernelCase, OutputType, check_kernels, generate_mlir
 from helion_mlir.errors import ExecutionError
 from helion_mlir.importer.node_importer import clear_import_cache, import_stats
-from helion_mlir.lowering.kernel_model import KernelModel
+from helion_mlir.generate import kernel_model
 from helion_mlir.inliner.lexer import strip_locations
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.compiled_kernel import compile_kernel
@@ -72,6 +74,8 @@ def test_example_runs_on_cpu_and_matches_reference(name: str, output_type: str, 
         return
     compiled = compile_kernel(bound, output_type=output_type)
     _assert_writes_before_reading(compiled.mlir, f"{name} [{output_type}, {shape}]")
+    if not uses_float64(bound, args):  # statistics, integer division: in the kernel's own precision
+        assert f64_computations(compiled.mlir) == [], f"{name} [{output_type}] computes in f64"
     got = compiled(*_clone(args), **clone_kwargs(kwargs))  # called like the kernel, keywords included
     expected = mod.reference(*_clone(args), **clone_kwargs(kwargs))
     if key in KNOWN_NUMERIC_GAPS:
@@ -150,8 +154,8 @@ def test_emission_lowers_all_aten_nodes_of_a_kernel_in_one_pipeline_run(output_t
 def test_emissions_of_one_kernel_and_config_share_helions_codegen_graphs() -> None:
     mod = load_example_by_name("softmax_one_pass")
     bound = mod.KERNEL.bind(mod.make_args("ragged"))
-    first, second = KernelModel(bound), KernelModel(bound)
+    first, second = kernel_model(bound), kernel_model(bound)
     assert first.graphs is second.graphs  # built once, only read by the lowering
-    rolled = KernelModel(bound, helion.Config(block_sizes=[8], reduction_loops=[32]))
+    rolled = kernel_model(bound, config=helion.Config(block_sizes=[8], reduction_loops=[32]))
     assert rolled.graphs is not first.graphs and rolled.rolled_blocks and not first.rolled_blocks
     assert generate_mlir(bound) == generate_mlir(bound)

@@ -1,5 +1,5 @@
 """docs/architecture.md's "Adding an op" works as written: its rule, registered as the
-page says, lowers a kernel's relu to ``arith.maximumf`` and computes torch's numbers."""
+page says, lowers a kernel's abs to ``math.absf`` and computes torch's numbers."""
 
 from __future__ import annotations
 
@@ -42,31 +42,30 @@ def how_to_rule(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16, 32]))
-def relu_kernel(x: torch.Tensor) -> torch.Tensor:
+def abs_kernel(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
     for tile in hl.tile(out.size()):
-        out[tile] = torch.relu(x[tile])
+        out[tile] = torch.abs(x[tile])
     return out
 
 
-def test_the_documented_rule_lowers_relu_to_maximumf_and_matches_torch(how_to_rule: dict[str, Any]) -> None:
-    assert registry.rule_for(_relu_node(), lambda graph_id: type) is how_to_rule["lower_relu"]
+def test_the_documented_rule_lowers_abs_to_absf_and_matches_torch(how_to_rule: dict[str, Any]) -> None:
+    assert registry.rule_for(_abs_node(), lambda graph_id: type) is how_to_rule["lower_abs"]
     x = torch.randn(37, 100)  # ragged against 16x32 tiles
     x[0, :4] = torch.tensor([float("nan"), -0.0, float("inf"), -float("inf")])
-    bound = relu_kernel.bind((x,))
+    bound = abs_kernel.bind((x,))
     for output_type in ("linalg-on-tensors", "tosa", "stablehlo", "raw"):
         text = generate_mlir(bound, output_type=output_type)
         run_filecheck(text, """
-            // CHECK: %[[ZERO:.+]] = arith.constant 0.0 : f32
-            // CHECK: %{{relu[0-9]+}} = linalg.generic
+            // CHECK: %{{abs[0-9]+}} = linalg.generic
             // CHECK-NEXT: ^bb0(%[[IN:[A-Za-z0-9_]+]]: f32
-            // CHECK-NEXT: arith.maximumf %[[IN]], %[[ZERO]] : f32
-            // CHECK-NOT: torch.aten.relu
+            // CHECK-NEXT: math.absf %[[IN]] : f32
+            // CHECK-NOT: torch.aten.abs
         """)
         compiled = compile_kernel(bound, output_type=output_type)
-        torch.testing.assert_close(compiled(x.clone()), torch.relu(x), equal_nan=True)
+        torch.testing.assert_close(compiled(x.clone()), torch.abs(x), equal_nan=True)
 
 
-def _relu_node() -> fx.Node:
+def _abs_node() -> fx.Node:
     graph = fx.Graph()
-    return graph.call_function(torch.ops.aten.relu.default, (graph.placeholder("x"),))
+    return graph.call_function(torch.ops.aten.abs.default, (graph.placeholder("x"),))

@@ -368,7 +368,7 @@ def test_if_on_a_loaded_value_becomes_scf_if_yielding_the_written_tensor() -> No
         // CHECK:         scf.for %{{$V}} = {{.*}} iter_args(%[[CUR:$V]] = %[[ROWCUR]]) -> (tensor<16x128xf32>)
         // CHECK:         %[[COND:$V]] = tensor.extract %{{$V}}[] : tensor<i1>
         // CHECK-NEXT:    %[[IF:$V]] = scf.if %[[COND]] -> (tensor<16x128xf32>) {
-        // CHECK:           arith.cmpf ugt
+        // CHECK:           arith.cmpf olt
         // CHECK:           %[[THEN:$V]] = tensor.insert_slice %{{$V}} into %[[CUR]][
         // CHECK-NEXT:      scf.yield %[[THEN]] : tensor<16x128xf32>
         // CHECK-NEXT:    } else {

@@ -98,7 +98,8 @@ def test_compiling_many_configs_keeps_only_the_budget_of_compiled_code_alive(mon
     monkeypatch.setattr(compiled_kernel, "_CACHE", LRUCache(budget, weigh=lambda k: k.nbytes))
     x, y = torch.randn(64, 64), torch.randn(64, 48)
     bound = load_example_by_name("matmul").KERNEL.bind((x, y))
-    configs = [helion.Config(block_sizes=list(sizes)) for sizes in itertools.product([8, 16, 32, 64], [16, 48], [8, 16, 32])]
+    configs = [helion.Config(block_sizes=list(sizes))
+               for sizes in itertools.product([16, 32, 64, 128], [16, 32], [16, 32, 64])]
     engines = []
     for config in configs:
         compiled = compile_kernel(bound, config=config)

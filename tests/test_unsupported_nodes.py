@@ -14,22 +14,20 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import helion
 import pytest
-from examples_util import EXAMPLES_DIR, load_example, load_example_by_name
+from examples_util import EXAMPLES_DIR, load_example
 from helion.language import _tracing_ops
 from torch import fx
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import (
     KernelCase,
+    OutputType,
     UnsupportedNodeError,
     check_kernels,
     compile_kernel,
     generate_mlir,
 )
-from helion_mlir.errors import HelionMLIRError
-from helion_mlir.importer.node_importer import TorchMLIRNodeImporter
 from helion_mlir.inliner.builder import MLIRBuilder
 from helion_mlir.lowering import registry as lowering_registry
 from helion_mlir.lowering.visitor import IRVisitor
@@ -204,7 +202,7 @@ def test_visiting_a_target_without_a_rule_raises_a_clear_error_and_emits_nothing
     node = graph.call_function(fake_device_op, (x,))
     node.meta["location"] = SimpleNamespace(filename="/kernels/new_op.py", lineno=12, colno=8)
     builder = MLIRBuilder()
-    visitor = IRVisitor(None, builder, TorchMLIRNodeImporter())  # type: ignore[arg-type]
+    visitor = IRVisitor(None, builder, OutputType.LINALG_ON_TENSORS)  # type: ignore[arg-type]
     with pytest.raises(UnsupportedNodeError) as info:
         visitor.visit(node)
     err = info.value
@@ -251,10 +249,3 @@ def test_kernel_bound_before_importing_helion_mlir_gets_a_clear_error(tmp_path: 
     assert f"node 'mul' (aten.mul.Tensor) at {script}:7" in done.stdout
     assert "bound before helion_mlir was imported" in done.stdout
     assert "hint: import helion_mlir before calling kernel.bind" in done.stdout
-
-
-@pytest.mark.parametrize("block_sizes", [[16], [16, 16]])
-def test_a_config_with_too_few_block_sizes_is_refused_by_name(block_sizes: list[int]) -> None:
-    module = load_example_by_name("matmul")  # tiles m, n and k
-    with pytest.raises(HelionMLIRError, match=rf"has {len(block_sizes)} block size\(s\); this kernel tiles 3"):
-        generate_mlir(module.KERNEL.bind(module.make_args("ragged")), config=helion.Config(block_sizes=block_sizes))

@@ -10,12 +10,15 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .errors import HelionMLIRError, MLIRVerificationError
-from .generate import bind_kernel, emit_module
+from .generate import bind_kernel, emit_unverified, kernel_model
 from .output_type import OutputType
 from .verify import verify_module_text
+
+if TYPE_CHECKING:
+    from .lowering.kernel_model import KernelModel
 
 __all__ = ["KernelCase", "KernelResult", "BatchReport", "check_kernels"]
 
@@ -105,23 +108,13 @@ def check_kernels(
                 results.append(KernelResult(case.label, kind.value, "emit-failed", 0.0, 0, f"bind failed: {err}"))
             _show(progress, done, total, case.label)
             continue
+        model: KernelModel | Exception
+        try:
+            model = kernel_model(bound, config=case.config)  # one model for every output type
+        except Exception as err:  # reported for each output type below
+            model = err
         for kind in kinds:
-            started = time.perf_counter()
-            result = KernelResult(case.label, kind.value, "verified", 0.0, nodes)
-            try:
-                _model, text = emit_module(bound, output_type=kind, config=case.config, verify=False)
-                try:
-                    verify_module_text(text, what=f"kernel {case.label}")
-                    if keep_text:
-                        result.text = text
-                except MLIRVerificationError as err:
-                    result.status, result.reason = "verify-failed", str(err)
-            except HelionMLIRError as err:
-                result.status, result.reason = "emit-failed", str(err)
-            except Exception as err:  # not raised on purpose (a bug): reported, and the batch goes on
-                log.debug("%s [%s]: unexpected error", case.label, kind.value, exc_info=True)
-                result.status, result.reason = "emit-failed", f"{type(err).__name__}: {err}"
-            result.seconds = time.perf_counter() - started
+            result = _lower_case(case.label, model, kind, nodes, keep_text)
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -131,6 +124,30 @@ def check_kernels(
     if progress is not None and total:
         progress.write("\n")
     return BatchReport(results)
+
+
+def _lower_case(label: str, model: KernelModel | Exception, kind: OutputType, nodes: int,
+                keep_text: bool) -> KernelResult:
+    """Emit and verify one case for one output type; a failure becomes the result's reason."""
+    started = time.perf_counter()
+    result = KernelResult(label, kind.value, "verified", 0.0, nodes)
+    try:
+        if isinstance(model, Exception):
+            raise model
+        text = emit_unverified(model, kind)
+        try:
+            verify_module_text(text, what=f"kernel {label}")
+            if keep_text:
+                result.text = text
+        except MLIRVerificationError as err:
+            result.status, result.reason = "verify-failed", str(err)
+    except HelionMLIRError as err:
+        result.status, result.reason = "emit-failed", str(err)
+    except Exception as err:  # not raised on purpose (a bug) or an invalid config: reported, and the batch goes on
+        log.debug("%s [%s]: unexpected error", label, kind.value, exc_info=True)
+        result.status, result.reason = "emit-failed", f"{type(err).__name__}: {err}"
+    result.seconds = time.perf_counter() - started
+    return result
 
 
 def _show(stream: TextIO | None, done: int, total: int, label: str) -> None:

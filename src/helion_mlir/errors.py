@@ -24,6 +24,7 @@ __all__ = [
     "RuntimeCheckError",
     "OutOfBoundsAccessError",
     "INDEX_CHECK_PREFIX",
+    "WorkerDiedError",
     "ArgumentError",
     "DataDependentValueError",
 ]
@@ -225,6 +226,20 @@ class OutOfBoundsAccessError(RuntimeCheckError):
     memory outside its tensor."""
 
     summary = "out-of-bounds access"
+
+
+class WorkerDiedError(ExecutionError):
+    """The autotuner's JIT worker process died (a signal, an abort, killed from outside)
+    while it served a request; the request did not complete. The candidate it served may be
+    at fault or not: the tuner tries it once more in a new worker before dropping it.
+
+    ``summary`` says how it died and while doing what, ``output`` holds the last lines it
+    wrote to stderr."""
+
+    def __init__(self, summary: str, output: str = "") -> None:
+        self.summary = summary
+        self.output = output
+        super().__init__(summary + (f"; its last output:\n{output}" if output else ""))
 
 
 class ArgumentError(HelionMLIRError):

@@ -19,9 +19,9 @@ from typing import Any
 
 from .errors import HelionMLIRError
 from .front_end_lock import FRONT_END_LOCK
-from .importer.node_importer import TorchMLIRNodeImporter
 from .inliner.builder import MLIRBuilder
 from .inliner.lexer import strip_locations
+from .lowering.kernel_config import resolve_config
 from .lowering.kernel_model import ArgKind, KernelModel, RootLoop
 from .lowering.values import Scalar, Tensor, Value
 from .lowering.visitor import IRVisitor
@@ -29,7 +29,7 @@ from .mlir_context import file_location, source_location_body
 from .output_type import OutputType
 from .verify import verify_module_text
 
-__all__ = ["bind_kernel", "emit_module", "generate_mlir"]
+__all__ = ["bind_kernel", "emit_module", "emit_unverified", "generate_mlir", "kernel_model"]
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,8 @@ def generate_mlir(
 
     ``bound_kernel`` is what ``kernel.bind(args)`` returns (or a ``helion.Kernel`` with
     ``args``). ATen ops are lowered to ``output_type``; the config's block sizes give the
-    static tile shapes (``config`` overrides the kernel's own config).
+    static tile shapes (``config`` overrides the kernel's own config; it is normalized as
+    Helion normalizes it, and one Helion refuses raises :class:`helion.exc.InvalidConfig`).
 
     Every op has the ``loc("file.py":line:col)`` of the kernel line it came from, and the
     module is verified with them (diagnostics quote kernel lines). As MLIR's printer does
@@ -77,35 +78,40 @@ def generate_mlir(
     before every such access (checked mode compiles this form); ``launch_checks=True``
     leaves out the guards of positions that depend on host values alone and records the
     relations a caller must check before calling instead (the kernel model's
-    ``launch_checks``; :func:`emit_module`), as ``compile_kernel`` does.
+    ``launch_checks``, filled by :func:`emit_module`), as ``compile_kernel`` does.
     """
-    _model, text = emit_module(bound_kernel, args, output_type=output_type, config=config, checked=checked,
-                               launch_checks=launch_checks)
+    kind = OutputType.parse(output_type)
+    return emit_module(kernel_model(bound_kernel, args, config), kind, debug_info=debug_info, checked=checked,
+                       launch_checks=launch_checks)
+
+
+def kernel_model(kernel: Any, args: tuple[Any, ...] | None = None, config: Any = None) -> KernelModel:
+    """The model of a kernel (bound, or a ``helion.Kernel`` with ``args``) under ``config``,
+    resolved once (:func:`~helion_mlir.lowering.kernel_config.resolve_config`)."""
+    with FRONT_END_LOCK:  # the bound kernel's fake tensors and compile environment are shared
+        bound = bind_kernel(kernel, args)
+        return KernelModel(bound, resolve_config(bound, config))
+
+
+def emit_module(model: KernelModel, output_type: OutputType, *, debug_info: bool = False, checked: bool = False,
+                launch_checks: bool = False) -> str:
+    """The verified module of ``model`` (see :func:`generate_mlir`)."""
+    started = time.perf_counter()
+    text = emit_unverified(model, output_type, checked=checked, launch_checks=launch_checks)
+    verify_module_text(text, what=f"module emitted for kernel '{model.name}'")
+    log.info("emitted kernel %s (%s) in %.1f ms", model.name, output_type.value,
+             (time.perf_counter() - started) * 1e3)
     return text if debug_info else strip_locations(text)
 
 
-def emit_module(
-    bound_kernel: Any,
-    args: tuple[Any, ...] | None = None,
-    *,
-    output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
-    config: Any = None,
-    checked: bool = False,
-    launch_checks: bool = False,
-    verify: bool = True,
-) -> tuple[KernelModel, str]:
-    """:func:`generate_mlir`'s text with its locations, and the kernel model it was emitted
-    with (which holds what emission found out, such as the relations a launch must check:
-    ``launch_checks``). ``verify=False`` skips verification, for batch reports, which tell
-    emission failures from verification failures: never return such text to users."""
-    started = time.perf_counter()
-    output_type = OutputType.parse(output_type)
+def emit_unverified(model: KernelModel, output_type: OutputType, *, checked: bool = False,
+                    launch_checks: bool = False) -> str:
+    """The emission step of :func:`emit_module` without verification (for batch reports,
+    which tell emission failures from verification failures). Never return its text to users.
+    With ``launch_checks``, adds the relations this emission assumes to ``model.launch_checks``."""
     with FRONT_END_LOCK:  # the bound kernel's fake tensors and compile environment are shared
-        bound = bind_kernel(bound_kernel, args)
-        model = KernelModel(bound, config)
         builder = MLIRBuilder()
-        visitor = IRVisitor(model, builder, TorchMLIRNodeImporter(output_type), checked=checked,
-                            launch_checks=launch_checks)
+        visitor = IRVisitor(model, builder, output_type, checked=checked, launch_checks=launch_checks)
         with model.helion_env():
             try:
                 _emit_function(visitor)
@@ -113,12 +119,7 @@ def emit_module(
                 visitor.deferred.check()  # an earlier ATen node's failure comes first
                 raise
             visitor.deferred.flush()
-    text = builder.render()
-    if verify:
-        verify_module_text(text, what=f"module emitted for kernel '{model.name}'")
-        log.info("emitted kernel %s (%s) in %.1f ms", model.name, output_type.value,
-                 (time.perf_counter() - started) * 1e3)
-    return model, text
+    return builder.render()
 
 
 def _emit_function(visitor: IRVisitor) -> None:

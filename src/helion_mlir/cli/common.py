@@ -10,13 +10,12 @@ import helion
 
 from ..errors import HelionMLIRError
 from ..generate import bind_kernel
-from ..lowering.kernel_model import resolve_config
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 NEXT_FOR_STAGE = {
     "bind": "make --args match what the kernel expects (number of parameters, dtypes, ranks)",
-    "config": "give --config fields that fit the kernel (one block size per hl.tile dimension)",
+    "config": "give --config fields that fit the kernel (one power-of-two block size per hl.tile dimension)",
     "lower": "'helion-mlir ops FILE.py[:KERNEL]' lists the kernel's ops and their support per output type; "
              "or try another --output-type",
     "compile": "try another --output-type; if every output type fails, please report it",
@@ -55,23 +54,24 @@ class StageError(Exception):
 
 @contextlib.contextmanager
 def stage(stage: str) -> Iterator[None]:
+    """Failures inside the block are the stage's; a config Helion refuses (raised by the
+    entry point that resolves it) is the ``config`` stage's, whatever the block."""
     try:
         yield
+    except helion.exc.InvalidConfig as err:
+        raise StageError("config", err) from err
     except Exception as err:
         raise StageError(stage, err) from err
 
 
-def bind(kernel: helion.Kernel, args: tuple[Any, ...], config: helion.Config | None) -> Any:
-    """``kernel`` bound to ``args``, with ``config`` (when given) checked against it.
+def bind(kernel: helion.Kernel, args: tuple[Any, ...]) -> Any:
+    """``kernel`` bound to ``args``.
 
     Binds under the front-end lock, as every bind of the package's does (Helion's bind is
-    not safe in two threads at once)."""
+    not safe in two threads at once). The config is resolved by the entry point the command
+    calls next (``generate_mlir``, ``compile_kernel``), once."""
     with stage("bind"):
-        bound = bind_kernel(kernel, args)
-    if config is not None:
-        with stage("config"):
-            resolve_config(bound, config)
-    return bound
+        return bind_kernel(kernel, args)
 
 
 def first_line(text: str) -> str:

@@ -15,7 +15,7 @@ def emit_command(options: argparse.Namespace) -> int:
     target = load_target(options)
     output_type = OutputType.parse(options.output_type)
     try:
-        bound = bind(target.kernel, target.args, target.config)
+        bound = bind(target.kernel, target.args)
         with stage("lower"):
             text = generate_mlir(bound, output_type=output_type, config=target.config, debug_info=options.debug_info)
     except StageError as err:

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import HelionMLIRError, describe_target, node_source_location
-from ..generate import generate_mlir
+from ..generate import emit_module, kernel_model
 from ..importer.op_catalog import CATALOG
 from ..importer.op_support import DOC_PATH, measure_op_support, table_cells
-from ..lowering.kernel_model import KernelModel
 from ..lowering.registry import registered_targets, rejected_targets, target_rule
 from ..output_type import OutputType
 from .common import EXIT_OK, CommandError, StageError, bind, first_line, stage
@@ -96,9 +95,9 @@ def kernel_ops_command(options: argparse.Namespace) -> int:
     past that point)."""
     target = load_target(options)
     try:
-        bound = bind(target.kernel, target.args, target.config)
+        bound = bind(target.kernel, target.args)
         with stage("lower"):
-            model = KernelModel(bound, target.config)
+            model = kernel_model(bound, config=target.config)
     except StageError as err:
         raise stage_failure(err, target, OutputType.LINALG_ON_TENSORS) from err.error
     uses: dict[str, _OpUse] = {}
@@ -114,7 +113,7 @@ def kernel_ops_command(options: argparse.Namespace) -> int:
     failures: dict[OutputType, HelionMLIRError | None] = {}
     for output_type in OutputType:
         try:
-            generate_mlir(bound, output_type=output_type, config=target.config)
+            emit_module(model, output_type)
             failures[output_type] = None
         except HelionMLIRError as err:
             failures[output_type] = err

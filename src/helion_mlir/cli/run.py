@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import shlex
 import time
 import traceback
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import torch
 from ..errors import ExecutionError
 from ..output_type import OutputType
 from ..runtime.compiled_kernel import CompiledKernel, compile_kernel
+from ..runtime.default_config_hint import suggesting
 from ..runtime.host_code import GENERATED_HOST_CODE
 from ..runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
 from .arguments import describe_value
@@ -75,6 +77,8 @@ def _compiled(bound: Any, output_type: OutputType, config: helion.Config | None,
               checked: bool = False) -> CompiledKernel:
     try:
         return compile_kernel(bound, output_type=output_type, config=config, runtime=runtime, checked=checked)
+    except helion.exc.InvalidConfig as err:
+        raise StageError("config", err) from err
     except ExecutionError as err:
         raise StageError("compile", err) from err
     except Exception as err:  # compile_kernel lowers first
@@ -90,7 +94,7 @@ def run_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, output_type
 
     Raises :class:`StageError` naming the step that failed.
     """
-    bound = bind(kernel, args, config)
+    bound = bind(kernel, args)
     compiled = _compiled(bound, output_type, config, runtime, checked)
     mlir_args, ref_args = _clone(args), _clone(args)
     started = time.perf_counter()
@@ -115,7 +119,7 @@ def run_on_iree_and_compare(kernel: helion.Kernel, args: tuple[Any, ...], *, out
     naming the step that failed (``lower``, ``compile`` and ``run`` are IREE's, ``jit``
     the JIT's compile or run).
     """
-    bound = bind(kernel, args, config)
+    bound = bind(kernel, args)
     iree = _compiled(bound, output_type, config, "iree")
     iree_args, our_args = _clone(args), _clone(args)
     started = time.perf_counter()
@@ -213,10 +217,14 @@ def run_command(options: argparse.Namespace) -> int:
     checked = ", checked" if options.checked else ""
     print(f"kernel {target.name} ({target.path}), output type {output_type}, runtime {options.runtime}{checked}")
     print(f"args: {target.describe_args()}")
+    # The kernel's arguments as given here (make_args serve tune as they serve run).
+    tune = " ".join(["helion-mlir tune", shlex.quote(options.target),
+                     *(f"--args {shlex.quote(call.text)}" for call in options.args or ())])
     try:
-        outcome = run_and_compare(target.kernel, target.args, output_type=output_type,
-                                  config=target.config, rtol=options.rtol, atol=options.atol,
-                                  runtime=options.runtime, checked=options.checked)
+        with suggesting(tune):
+            outcome = run_and_compare(target.kernel, target.args, output_type=output_type,
+                                      config=target.config, rtol=options.rtol, atol=options.atol,
+                                      runtime=options.runtime, checked=options.checked)
     except StageError as err:
         raise stage_failure(err, target, output_type) from err.error
     rows = [

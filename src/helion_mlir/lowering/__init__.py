@@ -1,7 +1,8 @@
 """Lowering: a Helion kernel's device IR walked node by node into one MLIR function.
 
 :class:`~.kernel_model.KernelModel` holds what the walk needs to know about the kernel
-(arguments, block sizes, loops, rolled reductions); :class:`~.visitor.IRVisitor` walks the
+(arguments, block sizes, loops, rolled reductions) under a config
+:func:`~.kernel_config.resolve_config` normalized as Helion does; :class:`~.visitor.IRVisitor` walks the
 graphs and lowers every node with the rule :mod:`.registry` picks from :mod:`.rules`,
 giving it a :class:`~.context.RuleContext`; :class:`~.kernel_state.KernelState` holds the
 host tensors, tiles and symbols of the emission; :class:`~.emitter.Emitter` writes ops

@@ -28,7 +28,7 @@ from .deferred_inline import DeferredInliner
 from .emitter import Emitter
 from .kernel_model import KernelModel
 from .registry import Effects, LoweringRule
-from .values import HostRef, HostTensor, Scalar, Tensor, Tile, Value
+from .values import HostRef, HostTensor, JaggedEnds, Scalar, Tensor, Tile, Value
 
 if TYPE_CHECKING:
     from .kernel_state import CarriedTensors, KernelState
@@ -49,11 +49,8 @@ class RuleContext:
         self.emit: Emitter = walker.emit
         self.model: KernelModel = walker.model
         self.deferred: DeferredInliner = walker.deferred
-
-    @property
-    def output_type(self) -> OutputType:
-        """The output type ATen ops are lowered to."""
-        return self.deferred.importer.output_type
+        #: The output type ATen ops are lowered to.
+        self.output_type: OutputType = walker.output_type
 
     @property
     def location(self) -> str | None:
@@ -173,11 +170,13 @@ class RuleContext:
     def tile_loops(self, block_ids: Sequence[int], begins: Sequence[Any], ends: Sequence[Any],
                    steps: Sequence[int | None], carried: list[Value],
                    body: Callable[[list[Value]], Sequence[Value]],
-                   ranges: Sequence[tuple[Any, Any] | None] | None = None) -> list[Value]:
+                   ranges: Sequence[tuple[Any, Any] | None] | None = None,
+                   jagged: Mapping[int, JaggedEnds] | None = None) -> list[Value]:
         """A nest of ``scf.for`` over the tiles of ``block_ids`` carrying ``carried``;
         ``body(current) -> next`` runs with the tiles active (``ranges``: the loops' begins
-        and ends as expressions of the kernel's symbols, where known)."""
-        return self._state.tile_loops(block_ids, begins, ends, steps, carried, body, ranges)
+        and ends as expressions of the kernel's symbols, where known; ``jagged``: the ends
+        of jagged tiles)."""
+        return self._state.tile_loops(block_ids, begins, ends, steps, carried, body, ranges, jagged)
 
     def override(self, node: fx.Node, rule: LoweringRule) -> None:
         """Lower ``node`` with ``rule`` instead of its own for the rest of the emission

@@ -27,7 +27,7 @@ from ..mlir_types import (
 )
 from .values import Scalar, Tensor, Value, results_named
 
-__all__ = ["Emitter", "scalar_convert_op"]
+__all__ = ["Emitter", "broadcast_shapes", "scalar_convert_op"]
 
 # Formats converted with saturation to their largest finite value: float8_e4m3fn as torch
 # does; f4E2M1FN (which torch cannot convert to) as the GPU's satfinite conversions do, having
@@ -106,6 +106,17 @@ def scalar_convert_op(src: str, dst: str, ssa: str, fresh: Callable[[], str], si
             op = "arith.trunci"
         return [f"{out} = {op} {ssa} : {src} to {dst}"], out
     raise HelionMLIRError(f"no conversion from {src} to {dst}")
+
+
+def broadcast_shapes(*shapes: Sequence[int | None]) -> tuple[int | None, ...]:
+    """The shape numpy broadcasting gives ``shapes`` (a dynamic size wins over 1)."""
+    rank = max(len(s) for s in shapes)
+    result: list[int | None] = [1] * rank
+    for shape in shapes:
+        for axis, size in enumerate((1,) * (rank - len(shape)) + tuple(shape)):
+            if size != 1:
+                result[axis] = size
+    return tuple(result)
 
 
 class Emitter:
@@ -437,6 +448,8 @@ class Emitter:
         shape = tuple(e if isinstance(e, int) else None for e in extents)
         if shape == value.shape:
             return value
+        if 0 in shape:  # no lanes: MLIR refuses a slice at offset 0 of a dimension of size 0
+            return self.empty(shape, value.dtype, [self.index(e) for e in extents if not isinstance(e, int)])
         zeros = ", ".join("0" for _ in extents)
         sizes = ", ".join(str(e) if isinstance(e, int) else e.ssa for e in extents)
         ones = ", ".join("1" for _ in extents)

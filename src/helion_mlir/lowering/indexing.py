@@ -348,6 +348,9 @@ def extract_valid(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess]) ->
     sizes = ", ".join(ssa_or_int(a.extent) if a.kind is AccessKind.SLICE else "1" for a in hosts)
     strides = ", ".join(str(a.step) if a.kind is AccessKind.SLICE else "1" for a in hosts)
     shape = tuple(a.extent if isinstance(a.extent, int) else None for a in hosts if a.kind is AccessKind.SLICE)
+    if 0 in shape:  # nothing to read (MLIR refuses even an empty slice at the end of a dimension)
+        return emit.empty(shape, host.dtype, [emit.index(a.extent) for a in hosts
+                                              if a.kind is AccessKind.SLICE and not isinstance(a.extent, int)])
     result = Tensor(emit.fresh("slice"), shape, host.dtype)
     emit.op(
         f"{result.ssa} = tensor.extract_slice {host.ssa}[{offsets}] [{sizes}] [{strides}] : {host.type} to {result.type}"
@@ -363,6 +366,8 @@ def pad_to_tile(emit: Emitter, valid: Tensor, accesses: Sequence[DimAccess], fil
     shape = tuple(a.size for a in slices)
     dynamic = [emit.index(a.value_lanes) for a in slices if a.size is None]  # whole dims: exactly their lanes
     base = emit.fill(shape, valid.dtype, fill, dynamic)
+    if 0 in valid.shape:  # no lanes to place
+        return base
     result = Tensor(emit.fresh("tile"), shape, valid.dtype)
     emit.op(f"{result.ssa} = tensor.insert_slice {valid.ssa} into {base.ssa}{valid_lanes(slices)} : {valid.type} into {base.type}")
     return result

@@ -24,6 +24,7 @@ from ..importer.node_importer import TorchMLIRNodeImporter
 from ..importer.normalize import graph_outputs, nodes_in
 from ..inliner.builder import MLIRBuilder
 from ..mlir_context import source_location_body
+from ..output_type import OutputType
 from .context import RuleContext
 from .deferred_inline import DeferredInliner
 from .emitter import Emitter
@@ -49,12 +50,13 @@ def _lowered_when_unused(node: fx.Node) -> bool:
 class IRVisitor:
     """Walks device-IR graphs of one kernel and lowers each live node with its rule."""
 
-    def __init__(self, model: KernelModel, builder: MLIRBuilder, importer: TorchMLIRNodeImporter, *,
+    def __init__(self, model: KernelModel, builder: MLIRBuilder, output_type: OutputType, *,
                  checked: bool = False, launch_checks: bool = False) -> None:
         self.model = model
         self.builder = builder
+        self.output_type = output_type
         self.emit = Emitter(builder, checked=checked, launch_checks=launch_checks)
-        self.deferred = DeferredInliner(importer, self.emit)
+        self.deferred = DeferredInliner(TorchMLIRNodeImporter(output_type), self.emit)
         self.state = KernelState(model, self.emit)
         self.rules = RuleScopes(lambda graph_id: type(self.model.graph(graph_id)))
         self.values: dict[fx.Node, Any] = {}

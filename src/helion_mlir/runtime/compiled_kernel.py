@@ -10,11 +10,13 @@ Helion.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from typing import Any
 
+import helion
 import torch
 
 from ..errors import ArgumentError, HelionMLIRError
@@ -22,15 +24,18 @@ from ..front_end_lock import FRONT_END_LOCK
 from ..generate import bind_kernel, emit_module
 from ..kinds import Kind
 from ..lowering.host_values import evaluate_origin
-from ..lowering.kernel_model import ArgKind, FunctionArg, resolve_config
+from ..lowering.kernel_config import resolve_config
+from ..lowering.kernel_model import ArgKind, FunctionArg, KernelModel
 from ..lru_cache import LRUCache
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from .argument_checks import ArgumentChecks, ReadGuards, describe_value
+from .default_config_hint import hint_default_config
 from .engine import clear_compile_cache, compile_module
 from .host_code import HostCode
 from .iree_engine import compile_with_iree
 from .launch_checks import LaunchChecks
+from .params import check_writable
 from .pipelines import Pipeline
 from .tuning.cache import cached_config
 
@@ -73,53 +78,51 @@ class CompiledKernel:
 
     def __init__(
         self,
-        bound: Any,
+        model: KernelModel,
         *,
-        output_type: OutputType | str,
-        config: Any = None,
-        runtime: Runtime | str = Runtime.JIT,
-        pipeline: Pipeline | str = Pipeline.FAST,
+        output_type: OutputType,
+        runtime: Runtime = Runtime.JIT,
+        pipeline: Pipeline = Pipeline.FAST,
         threads: int | None = None,
         checked: bool = False,
     ) -> None:
+        """Compile ``model`` (its config resolved by the caller, its enums parsed): the
+        argument checks, the host code and the emitted module share it."""
         started = time.perf_counter()
-        self.output_type = OutputType.parse(output_type)
-        self.runtime = Runtime.parse(runtime)
-        self.checked = checked
-        pipeline = Pipeline.parse(pipeline)
-        if checked and self.runtime is not Runtime.JIT:
+        if checked and runtime is not Runtime.JIT:
             raise ValueError("checked mode runs on the JIT runtime")
-        self.bound = bound
-        with FRONT_END_LOCK:  # what reads the bound kernel's shared compile state
-            self.config = resolve_config(bound, config)
+        self.output_type, self.runtime, self.checked = output_type, runtime, checked
+        self.model = model
+        self.bound = bound = model.bound
+        self.config = model.config
         # Emission takes the front-end lock itself; verification and compilation hold only
         # the MLIR lock, so another thread may emit meanwhile. With locations: the CPU
         # pipeline's and IREE's diagnostics then name kernel lines, and HELION_MLIR_DUMP
-        # files show them. The model is the one emission used (its launch checks). Checked
-        # mode checks every access in the code instead.
-        self.model, self.mlir = emit_module(bound, output_type=self.output_type, config=self.config, checked=checked,
-                                            launch_checks=not checked)
+        # files show them. Emission records in the model the relations a launch must check
+        # (its launch checks); checked mode checks every access in the code instead.
+        self.mlir = emit_module(model, output_type, debug_info=True, checked=checked, launch_checks=not checked)
         self.emit_seconds = time.perf_counter() - started
         self._pipeline, self._threads = pipeline, threads
         self.function = self._build_function(self.mlir, pipeline, threads)
         self._guarded: Any = None  # the form without launch checks, compiled when a launch needs it
         self._guarded_lock = threading.Lock()
         with FRONT_END_LOCK:  # the model as emission left it, and the bound kernel's compile state
-            self._read_guards = ReadGuards(self.model)
-            self._launch_checks = LaunchChecks(self.model)
-            wanted = {name for arg in self.model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
+            self._read_guards = ReadGuards(model)
+            self._launch_checks = LaunchChecks(model)
+            wanted = {name for arg in model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
             self.host = HostCode.from_bound(bound, self.config,
-                                            wanted | self._read_guards.names | self._launch_checks.names)
+                                            wanted | self._read_guards.names | self._launch_checks.names,
+                                            model.rng_seed_count)
             self._params = list(bound.host_function.params.arguments)
             self._fake_args = list(bound.fake_args)
-            self._checks = ArgumentChecks(bound, self.model)
+            self._checks = ArgumentChecks(bound, model)
         self.compile_seconds = time.perf_counter() - started - self.emit_seconds
-        nodes = sum(len(graph.graph.nodes) for graph in self.model.graphs)
+        nodes = sum(len(graph.graph.nodes) for graph in model.graphs)
         #: Estimated bytes of memory the compiled kernel holds, its compiled code included.
         self.nbytes: int = (self.function.nbytes + KERNEL_BASE_BYTES + KERNEL_BYTES_PER_NODE * nodes
                             + len(self.mlir))
-        log.info("compiled kernel %s (%s, %s pipeline%s, %s thread(s)): emit %.0f ms, compile %.0f ms", self.model.name,
-                 self.runtime.value, pipeline.value, ", checked" if checked else "", threads or "default",
+        log.info("compiled kernel %s (%s, %s pipeline%s, %s thread(s)): emit %.0f ms, compile %.0f ms", model.name,
+                 runtime.value, pipeline.value, ", checked" if checked else "", threads or "default",
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
     def _build_function(self, text: str, pipeline: Pipeline, threads: int | None) -> Any:
@@ -139,7 +142,7 @@ class CompiledKernel:
         with self._guarded_lock:
             if self._guarded is None:
                 log.info("kernel %s: %s, so it runs its guarded form", self.name, failure)
-                _model, text = emit_module(self.bound, output_type=self.output_type, config=self.config)
+                text = emit_module(self.model, self.output_type, debug_info=True)
                 self._guarded = self._build_function(text, self._pipeline, self._threads)
             return self._guarded
 
@@ -161,15 +164,17 @@ class CompiledKernel:
             call = [self._device_value(arg, device_args, by_param) for arg in self.model.args]
             if self._read_guards.checks:
                 self._read_guards.check(device_args)
+            targets = [self._device_value(self.model.arg(name), device_args, by_param) for name in self.model.results]
             function = self._function_for({**by_param, **device_args})
             try:
-                results = function(*call)
+                for name, target in zip(self.model.results, targets):
+                    check_writable(self._describe(self.model.arg(name)), target)
+                results = self._run_function(function, call, args)
             except ArgumentError as err:
                 if err.position is None:
                     raise
                 raise ArgumentError(f"{self._describe(self.model.args[err.position])}: {err.problem}") from None
-            for name, result in zip(self.model.results, results):
-                target = self._device_value(self.model.arg(name), device_args, by_param)
+            for target, result in zip(targets, results):
                 if result is target:  # written in place (fast pipeline)
                     continue
                 if result.dtype in PACKED_PAIR_DTYPES:  # no copy_ for it (and Helion passes bytes)
@@ -177,6 +182,11 @@ class CompiledKernel:
                 target.copy_(result)
 
         return self.host.run(tuple(args), launch)
+
+    def _run_function(self, function: Any, call: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Run ``function`` (:attr:`function` or the guarded form) on the device arguments
+        ``call`` of a call of the kernel on ``args`` (a subclass may run it elsewhere)."""
+        return function(*call)
 
     def _device_value(self, arg: FunctionArg, device_args: dict[str, Any], by_param: dict[str, Any]) -> Any:
         """What the host code passes for ``arg`` (under any of its names), else the parameter,
@@ -241,33 +251,68 @@ def compile_kernel(
     naming the kernel source line, instead of corrupting memory. It costs speed
     (docs/benchmarks.md); it is for hunting a wrong number or a crash.
 
-    A kernel without a config of its own runs Helion's default config, or, with the JIT
-    and the fast pipeline, the config Helion's autotuner cached for it on this machine for
-    these arguments and thread count (``backend="mlir"`` tuning, or ``helion-mlir tune``).
+    ``config`` (a ``helion.Config`` or a dict of its fields) is normalized as Helion
+    normalizes it (aliases, nested lists, defaults for omitted fields); one Helion refuses
+    raises :class:`helion.exc.InvalidConfig` naming the field. A kernel without a config of
+    its own runs Helion's default config, or, with the JIT and the fast pipeline, the config
+    Helion's autotuner cached for it on this machine for these arguments and thread count
+    (``backend="mlir"`` tuning, or ``helion-mlir tune``); a cached config that is invalid or
+    does not compile is skipped with a warning naming its file.
     """
     bound = bind_kernel(kernel, args)
     kind = OutputType.parse(output_type)
     runtime = Runtime.parse(runtime)
     pipeline = Pipeline.parse(pipeline) if pipeline is not None else Pipeline.PLAIN if checked else Pipeline.FAST
-    threads = pipeline.thread_count(threads)
-    options = (kind, runtime, pipeline, threads, checked)
+    options = _Options(kind, runtime, pipeline, pipeline.thread_count(threads), checked)
     may_use_tuned = (config is None and runtime is Runtime.JIT and pipeline is Pipeline.FAST
                      and not _has_own_config(bound))
-    if may_use_tuned:  # the tuned config is looked up once per bound kernel
-        cached = _CACHE.get((id(bound), None, *options))
-        if cached is not None and cached.bound is bound:
-            return cached
-        config = cached_config(bound, args, output_type=kind, threads=threads)
-    cfg = resolve_config(bound, config)
-    key = (id(bound), repr(cfg), *options)
-    cached = _CACHE.get(key)
-    if cached is None or cached.bound is not bound:  # an id may be reused
-        cached = CompiledKernel(bound, output_type=kind, config=cfg, runtime=runtime, pipeline=pipeline,
-                                threads=threads, checked=checked)
-        _CACHE.put(key, cached)
-    if may_use_tuned:
-        _CACHE.put((id(bound), None, *options), cached)
-    return cached
+    if not may_use_tuned:
+        return _compiled(bound, _resolved(bound, config), options)
+    found = _CACHE.get((id(bound), None, options))  # the tuned config is looked up once per bound kernel
+    if found is not None and found.bound is bound:
+        return found
+
+    def compiles(cached_bound: Any, cached: helion.Config) -> helion.Config:
+        """A cached config is used if it compiles (then the compiled kernel is cached)."""
+        return _compiled(cached_bound, resolve_config(cached_bound, cached), options).config
+
+    tuned = cached_config(bound, args, output_type=kind, threads=options.threads, check=compiles)
+    compiled = _compiled(bound, tuned.config if tuned is not None else _resolved(bound, None), options)
+    _CACHE.put((id(bound), None, options), compiled)
+    return compiled
+
+
+def _resolved(bound: Any, config: Any) -> helion.Config:
+    """``config`` resolved; when that is Helion's default config for want of one of the
+    kernel's own, the one-time hint that tuning exists is given."""
+    resolved = resolve_config(bound, config)
+    if config is None and not _has_own_config(bound):
+        hint_default_config(bound, resolved)
+    return resolved
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """How a kernel is compiled besides its config (part of the compiled-kernel cache key)."""
+
+    output_type: OutputType
+    runtime: Runtime
+    pipeline: Pipeline
+    threads: int
+    checked: bool
+
+
+def _compiled(bound: Any, config: helion.Config, options: _Options) -> CompiledKernel:
+    """The compiled kernel of ``bound`` under the resolved ``config`` (cached)."""
+    key = (id(bound), repr(config), options)
+    found = _CACHE.get(key)
+    if found is None or found.bound is not bound:  # an id may be reused
+        with FRONT_END_LOCK:  # what reads the bound kernel's shared compile state
+            model = KernelModel(bound, config)
+        found = CompiledKernel(model, output_type=options.output_type, runtime=options.runtime,
+                               pipeline=options.pipeline, threads=options.threads, checked=options.checked)
+        _CACHE.put(key, found)
+    return found
 
 
 def clear_kernel_cache() -> None:

@@ -28,7 +28,7 @@ from ..output_type import OutputType
 from .check_failures import CheckFailures
 from .openmp import openmp_library
 from .packed_pairs import pack_pairs, unpack_pairs
-from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor
+from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor, check_writable
 from .pipelines import PIPELINES, ModuleLowering, Pipeline, PipelineOptions, lower_to_llvm
 
 __all__ = [
@@ -276,6 +276,7 @@ class CompiledFunction:
         for index in self._written:
             original, tensor = args[index], passed[index]
             assert isinstance(original, torch.Tensor) and isinstance(tensor, torch.Tensor)
+            check_writable(self._where(index), original, index)
             if tensor is original:
                 start, end = spans[index]
                 if start < end and _overlaps_another(index, start, end, spans):

@@ -5,6 +5,7 @@ arguments before anything runs."""
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -78,9 +79,47 @@ def check_tensor(where: str, param: TensorParam, value: object, position: int | 
             if expected is not None and expected != actual:
                 problem = f"dimension {dim} must be {expected}, got shape {tuple(value.shape)}"
                 break
+    if problem is None and not value.is_contiguous():
+        problem = _copy_refused(value)
     if problem is not None:
         raise ArgumentError(f"{where}: {problem}", position=position, problem=problem)
     return value if value.is_contiguous() else value.contiguous()
+
+
+#: The environment variable that sets :func:`copy_limit` (bytes).
+COPY_LIMIT_VARIABLE = "HELION_MLIR_MAX_COPY_BYTES"
+_DEFAULT_COPY_LIMIT = 4 << 30
+
+
+def copy_limit() -> int:
+    """The most bytes a contiguous copy of a non-contiguous tensor argument may take: 4 GiB,
+    or :data:`COPY_LIMIT_VARIABLE` (read at each copy). Compiled code takes dense row-major
+    tensors; a view is copied, and the copy of an expanded view is as large as its shape
+    (``torch.zeros(8, 1).expand(8, 2**31)``: 64 GiB from 32 bytes)."""
+    given = os.environ.get(COPY_LIMIT_VARIABLE)
+    return int(given) if given else _DEFAULT_COPY_LIMIT
+
+
+def _copy_refused(value: torch.Tensor) -> str | None:
+    """Why the contiguous copy of ``value`` is refused, or None."""
+    size, limit = value.numel() * value.element_size(), copy_limit()
+    if size <= limit:
+        return None
+    return (f"a non-contiguous tensor (strides {tuple(value.stride())}) is passed as a contiguous copy, "
+            f"which would take {size} bytes, more than the {limit} allowed; pass a contiguous tensor, "
+            f"or raise the limit with {COPY_LIMIT_VARIABLE}=<bytes>")
+
+
+def check_writable(where: str, value: torch.Tensor, position: int | None = None) -> None:
+    """Refuse a tensor the code writes whose elements share memory (an expanded or otherwise
+    self-overlapping view), before anything runs: torch refuses to write into one (its
+    ``copy_`` raises), and the elements it would hold are not what the kernel stores."""
+    if value.is_contiguous() or torch._debug_has_internal_overlap(value) != 1:  # 1: MemOverlap::Yes
+        return
+    problem = (f"the kernel writes it, but several of its elements share memory (strides "
+               f"{tuple(value.stride())}: an expanded or otherwise overlapping view); pass a tensor of its own "
+               "(.clone() or .contiguous())")
+    raise ArgumentError(f"{where}: {problem}", position=position, problem=problem)
 
 
 def check_scalar(where: str, param: ScalarParam, value: object, position: int | None = None) -> int | float | bool:

@@ -6,11 +6,13 @@ from . import (
     atomics,
     control_flow,
     dtype_casts,
+    extrema,
     helper_ops,
     matmul,
     memory,
     quantized,
     reductions,
+    rng,
     rolled_reductions,
     scalars,
     tiles,
@@ -18,6 +20,6 @@ from . import (
 )
 
 __all__ = [
-    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "helper_ops", "matmul", "memory",
-    "quantized", "reductions", "rolled_reductions", "scalars", "tiles", "views",
+    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "extrema", "helper_ops", "matmul", "memory",
+    "quantized", "reductions", "rng", "rolled_reductions", "scalars", "tiles", "views",
 ]

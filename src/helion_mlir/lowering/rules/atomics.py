@@ -17,6 +17,7 @@ from ..context import RuleContext
 from ..emitter import Emitter
 from ..bounds import guarded_update
 from ..indexing import AccessKind, extract_valid, pad_to_tile, value_dynamic_sizes, value_shape
+from ..jagged import index_dims, jagged_lane_mask, mask_jagged
 from ..registry import register_lowering
 from ..values import Tensor
 from .memory import Combine, accesses_of, insert_valid, positions_inside, scatter, valid_region, value_to_store
@@ -84,10 +85,13 @@ def _lower_atomic(kind: Atomic) -> Callable[[RuleContext, fx.Node], Tensor | Non
             extra = value_to_store(emit, ctx.value(node.args[3]), dest, accesses)
         combine = _atomic_combiner(emit, kind, dest.dtype)
         wants_old = ctx.is_read(node)  # the old values are built only for a kernel that reads them
+        dims = index_dims(ctx, node.args[1], value.rank)  # lanes past a jagged tile's row end change nothing
         if any(a.kind is AccessKind.TENSOR for a in accesses):
-            new_dest, olds = scatter(emit, dest, host.name, accesses, value, None, combine, extra, keep_old=wants_old)
+            mask = jagged_lane_mask(ctx, dims, value)
+            new_dest, olds = scatter(emit, dest, host.name, accesses, value, mask, combine, extra, keep_old=wants_old)
             ctx.write(new_dest)
             return olds
+
         def body(args: list[str], _i: Callable[[int], str]) -> str:
             return combine(args[0], args[1], args[2] if len(args) > 2 else "")
 
@@ -97,7 +101,7 @@ def _lower_atomic(kind: Atomic) -> Callable[[RuleContext, fx.Node], Tensor | Non
             if extra is not None:
                 inputs.append(valid_region(emit, extra, accesses))
             combined = emit.elementwise(inputs, old_valid.shape, dest.dtype, body, hint="rmw")
-            stored = insert_valid(emit, current[0], combined, accesses)
+            stored = insert_valid(emit, current[0], mask_jagged(ctx, dims, combined, old_valid), accesses)
             return [stored, pad_to_tile(emit, old_valid, accesses)] if wants_old else [stored]
 
         inside = positions_inside(emit, dest, host.name, accesses)

@@ -53,6 +53,7 @@ from ..indexing import (
     value_extents,
     value_shape,
 )
+from ..jagged import index_dims, jagged_condition, jagged_lane_mask, mask_jagged, value_dims
 from ..registry import register_lowering
 from ..values import HostTensor, Scalar, Tensor
 from .views import expand_dims, subscript_value
@@ -341,6 +342,7 @@ def lower_load(ctx: RuleContext, node: fx.Node) -> Tensor:
     if mask is not None and host.value.dtype in PACKED_PAIR_DTYPES:  # one entry per pair
         lanes = expand_dims(emit, mask, [mask.rank])
     value = load_value(ctx, host.value, host.name, accesses, lanes)
+    value = mask_jagged(ctx, value_dims(node), value, 0)  # lanes past a jagged tile's row end read 0
     return _apply_extra_mask(emit, value, mask)
 
 
@@ -366,6 +368,8 @@ def valid_region(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) ->
     static (a size Helion specialized, a unit tile of a dynamic dimension)."""
     slices = [a for a in accesses if a.kind is AccessKind.SLICE]
     shape = tuple(a.extent if isinstance(a.extent, int) else None for a in slices)
+    if 0 in shape:  # no lanes (a slice MLIR would refuse, see indexing.extract_valid)
+        return emit.empty(shape, value.dtype, [emit.index(a.extent) for a in slices if not isinstance(a.extent, int)])
     if any(a.padded for a in slices):
         result = Tensor(emit.fresh("valid"), shape, value.dtype)
         emit.op(f"{result.ssa} = tensor.extract_slice {value.ssa}{valid_lanes(slices)} : {value.type} to {result.type}")
@@ -400,7 +404,8 @@ def _select_tensors(emit: Emitter, mask: Tensor, a: Tensor, b: Tensor) -> Tensor
 def lower_store(ctx: RuleContext, node: fx.Node) -> None:
     """``x[index] = value``: the destination's new value is the old one with the
     addressed lanes replaced (in-bounds lanes of a tile; element by element for a scatter);
-    a store at a position outside the destination does nothing."""
+    a store at a position outside the destination does nothing. Lanes past a jagged
+    tile's row end are not stored, as lanes ``extra_mask`` masks."""
     host = ctx.destination
     dest = host.value
     value_node = node.args[2]
@@ -410,20 +415,35 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
         raise HelionMLIRError("stores through a None (new axis) index are not supported")
     emit = ctx.emit
     value = value_to_store(emit, ctx.value(value_node), dest, accesses)
+    dims = index_dims(ctx, node.args[1], value.rank)
     mask = emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
     if any(a.kind is AccessKind.TENSOR for a in accesses):
+        mask = _and_masks(emit, mask, jagged_lane_mask(ctx, dims, value))
         ctx.write(scatter(emit, dest, host.name, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0])
         return None
     valid = valid_region(emit, value, accesses)
     on = valid_region(emit, mask, accesses) if mask is not None else None
     inside = positions_inside(emit, dest, host.name, accesses, mask)
+    jagged = jagged_condition(ctx, dims) is not None
 
     def store(current: list[Tensor]) -> list[Tensor]:
         kept = valid if on is None else _select_tensors(emit, on, valid, extract_valid(emit, current[0], accesses))
+        if jagged:
+            kept = mask_jagged(ctx, dims, kept, extract_valid(emit, current[0], accesses))
         return [insert_valid(emit, current[0], kept, accesses)]
 
     ctx.write(guarded_update(emit, inside, store, [dest])[0])
     return None
+
+
+def _and_masks(emit: Emitter, a: Tensor | None, b: Tensor | None) -> Tensor | None:
+    if a is None or b is None:
+        return a if b is None else b
+
+    def body(args: list[str], _i: Callable[[int], str]) -> str:
+        return emit.assign("both", f"arith.andi {truthy(emit, args[0], a.dtype)}, {args[1]} : i1")
+
+    return emit.elementwise([a, b], b.shape, torch.bool, body, hint="mask")
 
 
 # -- element-by-element read-modify-write (scatters, atomics with tensor indices) ----------

@@ -48,7 +48,7 @@ from ...errors import HelionMLIRError
 from ...importer.normalize import graph_outputs
 from ...mlir_types import element_type
 from ..context import RuleContext
-from ..emitter import Emitter
+from ..emitter import Emitter, broadcast_shapes
 from ..registry import register_lowering
 from ..rolled_analysis import (
     Fold,
@@ -116,7 +116,7 @@ class ChunkOps:
         op = float_op if dtype.is_floating_point else int_op
         if op is None:
             raise HelionMLIRError(f"Inductor op '{name}' on {dtype} is not evaluated on chunks")
-        shape = _broadcast_shape(a.shape, b.shape)
+        shape = broadcast_shapes(a.shape, b.shape)
         elt = element_type(dtype)
 
         def body(args: list[str], _index: Callable[[int], str]) -> str:
@@ -137,13 +137,6 @@ class ChunkOps:
             return out
 
         return self.emit.elementwise([a], a.shape, a.dtype, body, hint=name)
-
-
-def _broadcast_shape(a: Sequence[int | None], b: Sequence[int | None]) -> tuple[int | None, ...]:
-    rank = max(len(a), len(b))
-    a = (1,) * (rank - len(a)) + tuple(a)
-    b = (1,) * (rank - len(b)) + tuple(b)
-    return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
 def _full_sizes(ctx: RuleContext) -> dict[sympy.Symbol, Any]:

@@ -141,8 +141,8 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
     if op.name != "linalg.generic" or not all(_simple_map(m) for m in indexing_maps(op)):
         return None
     ranges = _loop_ranges(op)
-    if not ranges:
-        return None
+    if not ranges or 0 in ranges:
+        return None  # no iteration (a row of 0 elements): upstream's vectorizer crashes on it
     iterators = iterator_types(op)
     ones = (1,) * (len(ranges) - 1)
     innermost = ranges[-1]

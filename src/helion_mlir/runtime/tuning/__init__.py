@@ -7,6 +7,7 @@ compiled and run in a separate worker process (:mod:`.worker`, :mod:`.worker_pro
 tuning process down; wall-clock timing made for a shared, noisy CPU (:mod:`.timing`); a
 search space without the GPU-only knobs (:mod:`.search_space`) and starting points for
 CPU tiles (:mod:`.seeds`); a cache key naming the CPU and the thread count
-(:mod:`.cache`); the tuning session that routes Helion's compilations and timings
-(:mod:`.session`); and :func:`.tune.tune` for the command line.
+(:mod:`.cache`), which keeps Helion's default config when a user's call of it is faster
+than one of the search's best (:mod:`.settle`); the tuning session that routes Helion's compilations
+and timings (:mod:`.session`); and :func:`.tune.tune` for the command line.
 """

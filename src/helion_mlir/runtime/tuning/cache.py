@@ -21,8 +21,13 @@ and name instead:
 keys on the source of Helion, torch and helion_mlir, as Helion's strict cache does with
 Helion, torch and Triton.
 
-:func:`cached_config` reads the entry a tuning run wrote, so that ``compile_kernel`` can
-use a tuned config without tuning.
+The config a search writes is its best one, or the default config when a user's call of
+the default is faster (see :mod:`.settle`). :func:`cached_config` reads the entry a tuning
+run wrote, so that ``compile_kernel`` can use a tuned config without tuning.
+An entry whose config the kernel no longer accepts (one written by an older version, or
+edited) or that does not compile counts as a cache miss, with a warning naming the file:
+``compile_kernel`` runs the default config, and a tuning run tunes again and rewrites the
+entry; it never fails every later call.
 """
 
 from __future__ import annotations
@@ -36,10 +41,11 @@ import json
 import logging
 import platform
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import helion
 from helion.autotuner.base_cache import (
     LooseAutotuneCacheKey,
     StrictAutotuneCacheKey,
@@ -48,16 +54,19 @@ from helion.autotuner.base_cache import (
     torch_key_wrapper,
 )
 from helion.autotuner.local_cache import LocalAutotuneCache, get_helion_cache_dir
+from helion.exc import InvalidConfig
 from helion.runtime.config import Config
 from torch._inductor.codecache import build_code_hash
 
 from ...errors import HelionMLIRError
+from ...lowering.kernel_config import resolve_config
 from ...output_type import OutputType
 from .search_space import TUNED_FIELDS
 
 __all__ = [
     "CPUAutotuneCache",
     "StrictCPUAutotuneCache",
+    "TunedConfig",
     "cache_class_for",
     "cache_path",
     "cached_config",
@@ -152,11 +161,30 @@ def cache_path(key: LooseAutotuneCacheKey) -> Path:
 class CPUAutotuneCache(LocalAutotuneCache):
     """Helion's ``LocalAutotuneCache`` with the CPU key of :func:`cpu_cache_key`.
 
-    The output type and thread count come from the tuning session that creates it."""
+    The output type and thread count come from the tuning session that creates it, and so
+    does :attr:`after_search`: what turns the search's best config into the one cached."""
 
     strict = False
     output_type = OutputType.LINALG_ON_TENSORS
     threads = 1
+    after_search: Callable[[Config, Sequence[object]], Config] | None = None
+
+    def _run_autotune_trials(self, *, skip_cache: bool = False) -> Config:
+        best = super()._run_autotune_trials(skip_cache=skip_cache)
+        if self.after_search is None or not isinstance(self.args, (tuple, list)):  # (Helion's multi-shape args)
+            return best
+        return self.after_search(best, self.args)
+    #: What makes a cached config usable: resolving it, or (set by the tuning session)
+    #: compiling it as the kernel will run it.
+    check: Callable[[Any, Config], Config] = staticmethod(resolve_config)
+
+    def get(self) -> Config | None:
+        """Helion's cached config, or None (a cache miss: the kernel is tuned again and the
+        entry rewritten) when it is not valid for the kernel or does not compile."""
+        config = super().get()
+        if config is None or _usable(self.kernel, config, self._get_local_cache_path(), self.check) is None:
+            return None
+        return config
 
     def _generate_key(self) -> LooseAutotuneCacheKey:
         settings = self.autotuner.settings
@@ -181,19 +209,35 @@ _CACHE_CLASSES: dict[str, type[CPUAutotuneCache]] = {
 }
 
 
-def cache_class_for(name: str, *, output_type: OutputType, threads: int) -> type[CPUAutotuneCache]:
-    """The CPU cache class standing for Helion's cache class ``name`` (``HELION_AUTOTUNE_CACHE``)."""
+def cache_class_for(name: str, *, output_type: OutputType, threads: int,
+                    check: Callable[[Any, Config], Config] | None = None) -> type[CPUAutotuneCache]:
+    """The CPU cache class standing for Helion's cache class ``name`` (``HELION_AUTOTUNE_CACHE``);
+    ``check`` replaces :attr:`CPUAutotuneCache.check`."""
     base = _CACHE_CLASSES.get(name)
     if base is None:
         raise HelionMLIRError(
             f"HELION_AUTOTUNE_CACHE={name!r} is not available for backend 'mlir' on CPU; "
             f"use one of {', '.join(_CACHE_CLASSES)}")
-    return type(base.__name__, (base,), {"output_type": output_type, "threads": threads})
+    fields: dict[str, Any] = {"output_type": output_type, "threads": threads}
+    if check is not None:
+        fields["check"] = staticmethod(check)
+    return type(base.__name__, (base,), fields)
 
 
-def cached_config(bound: Any, args: Sequence[object] | None, *, output_type: OutputType,
-                  threads: int) -> Config | None:
-    """The config a tuning run cached for ``bound`` on these arguments, or None."""
+@dataclasses.dataclass(frozen=True)
+class TunedConfig:
+    """A config read back from the autotune cache, resolved for its kernel, and its file."""
+
+    config: Config
+    path: Path
+
+
+def cached_config(bound: Any, args: Sequence[object] | None, *, output_type: OutputType, threads: int,
+                  check: Callable[[Any, Config], Config] = resolve_config, warn: bool = True) -> TunedConfig | None:
+    """The config a tuning run cached for ``bound`` on these arguments as ``check`` returns
+    it (by default resolved, :func:`~helion_mlir.lowering.kernel_config.resolve_config`;
+    ``compile_kernel`` compiles it), or None; one the kernel no longer accepts or that does
+    not compile is skipped, with a warning naming its file (``warn``)."""
     settings = bound.settings
     if settings.autotune_cache not in _CACHE_CLASSES or should_skip_cache():
         return None
@@ -206,5 +250,23 @@ def cached_config(bound: Any, args: Sequence[object] | None, *, output_type: Out
         config = Config.from_json(data["config"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    log.info("kernel %s: tuned config %r from %s", bound.kernel.name, config, path)
-    return config
+    resolved = _usable(bound, config, path, check, warn=warn)
+    if resolved is None:
+        return None
+    log.info("kernel %s: tuned config %r from %s", bound.kernel.name, resolved, path)
+    return TunedConfig(resolved, path)
+
+
+def _usable(bound: Any, config: Config, path: Path, check: Callable[[Any, Config], Config], *,
+            warn: bool = True) -> Config | None:
+    """``check(bound, config)``, or None when the cached ``config`` is invalid for ``bound``
+    or does not compile: then the entry counts as a cache miss, with a warning naming its file."""
+    try:
+        return check(bound, config)
+    except (helion.exc.Base, HelionMLIRError) as err:
+        problem = "is not valid for it" if isinstance(err, InvalidConfig) else "does not compile"
+        log.log(logging.WARNING if warn else logging.DEBUG,
+                "kernel %s: the tuned config cached in %s %s (%s); it counts as a cache miss (a tuning run tunes "
+                "again and replaces it, compile_kernel runs the default config)", bound.kernel.name, path, problem,
+                str(err).strip().splitlines()[0])
+        return None

@@ -36,6 +36,7 @@ __all__ = [
     "LONG_CALL_MS",
     "MIN_ROUNDS",
     "MIN_SAMPLES",
+    "bitwise",
     "fresh_argument_run",
     "interleave",
     "measure",
@@ -158,14 +159,30 @@ def summarize(samples: Sequence[float], return_mode: str = "median",
     return reducers[return_mode](samples)
 
 
-def fresh_argument_run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[], Any], Callable[[], None]]:
-    """A call of ``fn`` on private copies of ``args``, and the (untimed) restoring of those
-    copies before each call, so that a kernel writing its arguments does not compound."""
+def fresh_argument_run(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Callable[[], Any], Prepare | None]:
+    """A call of ``fn`` as a user calls it, and the (untimed) preparation each call needs:
+    a kernel that writes its arguments is called on private copies of them, the copies it
+    writes restored before each call so that its updates do not compound; one that writes
+    none is called on ``args`` themselves, without preparation (None). ``fn`` is called
+    once here, on copies, to see what it writes."""
     private = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
-    pairs = [(p, a) for p, a in zip(private, args) if isinstance(a, torch.Tensor)]
+    fn(*private)
+    pairs = [(p, a) for p, a in zip(private, args)
+             if isinstance(a, torch.Tensor) and not torch.equal(bitwise(p), bitwise(a))]
+    if not pairs:  # no copy is kept: several kernels timed side by side share the caller's tensors
+        return (lambda: fn(*args)), None
 
     def restore() -> None:
         for copy, original in pairs:
             copy.copy_(original)
 
     return (lambda: fn(*private)), restore
+
+
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def bitwise(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as integers of its width, so that equality is bitwise (-0.0 is not 0.0, NaN is NaN)."""
+    bits = _BITS.get(t.dtype.itemsize)
+    return t if bits is None or t.dtype == bits else t.view(bits)

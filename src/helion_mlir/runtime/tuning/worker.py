@@ -13,9 +13,12 @@ requests in order over a pipe: ``compile`` (module text -> the function's signat
 last runs, see :mod:`.timing`) and ``forget``. Large arguments and results cross in
 shared memory that the receiving side owns alone (:mod:`.protocol`), so a call costs
 copies of its tensors, not their trip through the pipe. A request that outlives its time limit
-kills the worker; a worker that dies (a signal, an abort) fails the request with its exit
-status and the last lines it wrote to stderr. Either way the next request starts a new
-worker.
+kills the worker and fails. A worker that dies (a signal, an abort, killed from outside)
+is replaced and the request tried once more in the new one: a compile, or a run (whose
+arguments the request carries); timing requests are tried again by the tuner's timers,
+which run the candidates again first (:mod:`.session`). A second death fails the request
+with :class:`~helion_mlir.errors.WorkerDiedError`, the worker's exit status and the last
+lines it wrote to stderr, and the tuner drops the candidate.
 
 In the tuning process a candidate's compiled function is a :class:`RemoteFunction`, which
 a :class:`~helion_mlir.runtime.compiled_kernel.CompiledKernel` calls like any compiled
@@ -42,7 +45,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from ...errors import ArgumentError, ExecutionError
+from ...errors import ArgumentError, ExecutionError, WorkerDiedError
 from ..openmp import remove_registration
 from ..params import Param, TensorParam
 from .protocol import CandidateModule, Signature, Traffic, receive, send
@@ -62,6 +65,9 @@ log = logging.getLogger(__name__)
 STARTUP_TIMEOUT = 600.0
 #: Lines of the worker's stderr quoted when it dies.
 STDERR_TAIL_LINES = 12
+#: Times a compile or a run is tried when its worker dies: in the worker that served it,
+#: then once more in a new one.
+ATTEMPTS = 2
 #: Compiles sent and not yet answered, at most. The worker blocks writing answers nobody
 #: reads while the tuning process blocks writing modules nobody reads once the pipe's
 #: buffers fill both ways (a search that sends hundreds of candidates before collecting
@@ -141,10 +147,12 @@ class RemoteFunction:
     def held_by(self) -> tuple[int | None, ...]:
         return self.worker.signature(self).held_by
 
-    def __call__(self, *args: Any) -> tuple[torch.Tensor, ...]:
+    def __call__(self, *args: Any, allocated: frozenset[int] = frozenset()) -> tuple[torch.Tensor, ...]:
+        """Run it in the worker; ``allocated``: the positions of the arguments the kernel's
+        host code allocated for this call, which a timed call allocates afresh too."""
         if len(args) != len(self.params):
             raise ArgumentError(f"@{self.func_name} takes {len(self.params)} argument(s), got {len(args)}")
-        results = self.worker.run(self, args)
+        results = self.worker.run(self, args, allocated)
         recording = _RECORDING.get()
         if recording is not None:
             recording.append(self)
@@ -173,8 +181,15 @@ class JITWorker:
         self._pending: deque[CandidateModule] = deque()  # compiles sent, not yet answered
         self._signatures: dict[str, Signature] = {}
         self._failures: dict[str, str] = {}  # key -> why it did not compile
+        self._compile_deaths: dict[str, int] = {}  # key -> worker deaths while compiling it
+        self._dropped: set[str] = set()  # keys given up after their worker died too often
+        self._faults: list[tuple[str, int]] = []  # test faults to arm in the next workers
         self.started = 0  # worker processes started so far
         self.timed: set[str] = set()  # keys of the candidates timed since the last forget()
+        self.ran: set[str] = set()  # keys of the candidates run without error since the last forget()
+        #: Each worker death since the last forget(), and what was done about it: a tuning run
+        #: reports them once it ends (Helion hides what is written while a candidate runs).
+        self.deaths: list[str] = []
         #: What this side has sent to and received from its worker processes.
         self.sent = Traffic()
         self.received = Traffic()
@@ -184,12 +199,17 @@ class JITWorker:
     def start(self) -> None:
         """Start the worker process now (it imports for a few seconds) if none is running."""
         with self._lock:
+            if self._process is not None and self._process.poll() is not None:
+                self._discard_locked()  # it died between runs: nothing of this run was in it
             self._start_locked()
 
     def _start_locked(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            return
-        self._discard_locked()
+        """Start a worker process if there is none; one that died since its last answer is a
+        death like any other (what it held is lost), raised as :class:`WorkerDiedError`."""
+        if self._process is not None:
+            if self._process.poll() is None:
+                return
+            raise self._died("waiting for its next request")
         parent_end, child_end = Pipe(duplex=True)
         self._stderr = tempfile.TemporaryFile()
         fd = child_end.fileno()
@@ -236,9 +256,12 @@ class JITWorker:
             if key not in self._failures and key not in self._known and all(m.key != key for m in self._pending):
                 while len(self._pending) >= MAX_PENDING_COMPILES:
                     self._collect_one()
-                self._ready_locked()  # (again, if collecting found the worker dead)
-                self._send(("compile", module), f"compiling @{module.func_name}")
-                self._pending.append(module)
+                try:
+                    self._ready_locked()  # (again, if collecting found the worker dead)
+                    self._send(("compile", module), f"compiling @{module.func_name}")
+                    self._pending.append(module)
+                except WorkerDiedError as err:  # before it read the module: compiled when next needed
+                    self.note_death(err, "compiling it in a new worker when it is needed")
         if wait:
             self.signature(function)
         return function
@@ -249,21 +272,48 @@ class JITWorker:
         with self._lock:
             while key not in self._signatures and key not in self._failures and self._pending:
                 self._collect_one()
-            if key not in self._signatures and key not in self._failures:  # lost with a crashed worker
+            if key not in self._signatures and key not in self._failures:  # lost with a dead worker
                 self._compile_now(function.module)
         if key in self._failures:
-            raise ExecutionError(f"compiling @{function.func_name} in the JIT worker failed: {self._failures[key]}")
+            raise self._compile_error(function.module)
         return self._signatures[key]
 
     def failure(self, key: str) -> str | None:
         """Why the module of ``key`` did not compile, if it did not (as far as known)."""
         return self._failures.get(key)
 
-    def run(self, function: RemoteFunction, args: Sequence[Any]) -> tuple[torch.Tensor, ...]:
-        """Run ``function`` on ``args`` in the worker and return its results."""
+    def dropped(self, key: str) -> bool:
+        """Whether the module of ``key`` was given up because its worker died (twice)."""
+        return key in self._dropped
+
+    def drop(self, module: CandidateModule, doing: str, err: WorkerDiedError) -> None:
+        """Give ``module`` up: its worker died each time it was tried (``doing`` says at what)."""
+        if module.key in self._dropped:
+            return
+        self._dropped.add(module.key)
+        self.note_death(err, f"dropping @{module.func_name}: its JIT worker died {ATTEMPTS} times while {doing} "
+                             "(worker died)")
+        if err.output:
+            log.info("the JIT worker's last output:\n%s", err.output)
+
+    def note_death(self, err: WorkerDiedError, then: str) -> None:
+        """Record a worker death and what was done about it (``then``)."""
+        self.deaths.append(f"{err.summary}; {then}")
+        log.info("%s", self.deaths[-1])
+
+    def run(self, function: RemoteFunction, args: Sequence[Any],
+            allocated: frozenset[int] = frozenset()) -> tuple[torch.Tensor, ...]:
+        """Run ``function`` on ``args`` in the worker and return its results (see
+        :meth:`RemoteFunction.__call__` for ``allocated``)."""
         self.signature(function)
-        return self._request(("run", function.key, tuple(args)), f"running @{function.func_name}",
-                             needs=function.module)
+        try:
+            results = self._request(("run", function.key, tuple(args), tuple(sorted(allocated))),
+                                    f"running @{function.func_name}", needs=function.module, attempts=ATTEMPTS)
+        except WorkerDiedError as err:
+            self.drop(function.module, "running it", err)
+            raise
+        self.ran.add(function.key)
+        return results
 
     def time(self, function: RemoteFunction, *, warmup_ms: float, rep_ms: float) -> list[float]:
         """Samples (ms) of ``function`` on the arguments of its last run."""
@@ -280,44 +330,105 @@ class JITWorker:
     def forget(self) -> None:
         """Drop what the worker holds of the candidates so far (the process stays)."""
         self.timed.clear()
+        self.ran.clear()
+        self.deaths.clear()
         self._signatures.clear()
         self._failures.clear()
+        self._compile_deaths.clear()
+        self._dropped.clear()
         with self._lock:
             if not self._ready or self._process is None or self._process.poll() is not None:
                 return  # nothing was sent to this process
         self._request(("forget",), "forgetting candidates")
         self._known.clear()
 
-    def _request(self, message: tuple[Any, ...], what: str, needs: CandidateModule | None = None) -> Any:
-        """Send ``message`` once every compile still due is answered, and return the reply;
-        ``needs`` is compiled first when this worker process has not (a new process)."""
+    def inject_fault(self, *faults: tuple[str, int]) -> None:
+        """Test hook, for the tests of a tuning run whose worker dies; nothing else calls it.
+        Each fault ``(request, nth)`` makes one worker process kill itself (SIGKILL) when it
+        receives its ``nth`` request of kind ``request`` (``"compile"``, ``"run"``,
+        ``"time"``, ``"interleave"``) counted from when the fault is armed: the first fault
+        in the running worker (or the next one started), each next one in the worker started
+        after the one before."""
         with self._lock:
-            self._ready_locked()
-            while self._pending:
-                self._collect_one()
-            self._ready_locked()  # a compile may have ended the process
-            if needs is not None and needs.key not in self._known:
-                self._compile_now(needs)
-            self._send(message, what)
-            status, payload = self._await(self.run_timeout, what)
+            self._faults = list(faults)
+            if self._ready and self._process is not None and self._process.poll() is None:
+                while self._pending:
+                    self._collect_one()
+                if self._ready:
+                    self._arm_fault_locked()
+
+    def _request(self, message: tuple[Any, ...], what: str, needs: CandidateModule | None = None,
+                 attempts: int = 1) -> Any:
+        """Send ``message`` once every compile still due is answered, and return the reply;
+        ``needs`` is compiled first when this worker process has not (a new process). A
+        worker that dies is replaced and the request sent again, up to ``attempts`` times."""
+        with self._lock:
+            for attempt in range(1, attempts + 1):
+                try:
+                    status, payload = self._request_locked(message, what, needs)
+                    break
+                except WorkerDiedError as err:
+                    if attempt == attempts:
+                        raise
+                    self.note_death(err, "trying again in a new worker")
         if status == "error":
             raise ExecutionError(f"{what} in the JIT worker failed: {payload}")
         return payload
+
+    def _request_locked(self, message: tuple[Any, ...], what: str,
+                        needs: CandidateModule | None) -> tuple[str, Any]:
+        self._ready_locked()
+        while self._pending:
+            self._collect_one()
+        self._ready_locked()  # a compile may have ended the process
+        if needs is not None and needs.key not in self._known:
+            self._compile_now(needs)
+        self._send(message, what)
+        return self._await(self.run_timeout, what)
 
     def _ready_locked(self) -> None:
         self._start_locked()
         if not self._ready:
             self._await(STARTUP_TIMEOUT, "starting")
             self._ready = True
+            self._arm_fault_locked()
+
+    def _arm_fault_locked(self) -> None:
+        if self._faults:
+            request, nth = self._faults.pop(0)
+            self._send(("fault", request, nth), "arming a test fault")
+            self._await(self.run_timeout, "arming a test fault")
 
     def _compile_now(self, module: CandidateModule) -> None:
-        self._ready_locked()
-        self._send(("compile", module), f"compiling @{module.func_name}")
-        self._pending.append(module)
-        while self._pending:
-            self._collect_one()
-        if module.key in self._failures:
-            raise ExecutionError(f"compiling @{module.func_name} in the JIT worker failed: {self._failures[module.key]}")
+        """Compile ``module`` in this worker process, in a new one if it dies (up to
+        :data:`ATTEMPTS` deaths while compiling it)."""
+        key = module.key
+        while key not in self._known and key not in self._failures:
+            try:
+                self._ready_locked()
+                self._send(("compile", module), f"compiling @{module.func_name}")
+            except WorkerDiedError as err:
+                self._count_death(module, err)
+                continue
+            self._pending.append(module)
+            while self._pending:
+                self._collect_one()
+        if key in self._failures:
+            raise self._compile_error(module)
+
+    def _compile_error(self, module: CandidateModule) -> ExecutionError:
+        error = WorkerDiedError if module.key in self._dropped else ExecutionError
+        return error(f"compiling @{module.func_name} in the JIT worker failed: {self._failures[module.key]}")
+
+    def _count_death(self, module: CandidateModule, err: WorkerDiedError) -> None:
+        """The worker died while compiling ``module``: it is compiled again in a new worker,
+        or, after :data:`ATTEMPTS` deaths, given up."""
+        deaths = self._compile_deaths[module.key] = self._compile_deaths.get(module.key, 0) + 1
+        if deaths < ATTEMPTS:
+            self.note_death(err, "compiling it again in a new worker")
+            return
+        self._failures[module.key] = f"the JIT worker died {deaths} times while compiling it: {err}"
+        self.drop(module, "compiling it", err)
 
     def _collect_one(self) -> None:
         """Wait for the answer to the oldest compile still due and record it."""
@@ -325,7 +436,10 @@ class JITWorker:
         what = f"compiling @{module.func_name}"
         try:
             status, payload = self._await(self.compile_timeout, what)
-        except ExecutionError as err:  # the worker died or hung on this module; the others are lost with it
+        except WorkerDiedError as err:  # the worker died on this module; the others are lost with it
+            self._count_death(module, err)
+            return
+        except ExecutionError as err:  # it hung on this module
             self._failures[module.key] = str(err)
             log.warning("%s", err)
             return
@@ -369,7 +483,7 @@ class JITWorker:
         log.debug("%s: %s after %.0f ms", what, reply[0], (time.perf_counter() - started) * 1e3)
         return reply
 
-    def _died(self, what: str) -> ExecutionError:
+    def _died(self, what: str) -> WorkerDiedError:
         process = self._process
         code = process.wait() if process is not None else None
         tail = ""
@@ -382,10 +496,7 @@ class JITWorker:
             status = f"was killed by {signal.Signals(-code).name}"
         else:
             status = f"exited with status {code}"
-        message = f"the JIT worker {status} while {what}"
-        if tail:
-            message += "; its last output:\n" + tail
-        return ExecutionError(message)
+        return WorkerDiedError(f"the JIT worker {status} while {what}", tail)
 
 
 _SHARED: JITWorker | None = None

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import signal
+from collections import Counter
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -19,7 +22,7 @@ from ...lru_cache import LRUCache
 from ..engine import CompiledFunction, clear_compile_cache, compile_module
 from ..params import TensorParam, check_scalar, check_tensor
 from .protocol import CandidateModule, Signature, receive, send
-from .timing import interleave, measure
+from .timing import bitwise, interleave, measure
 
 __all__ = ["main", "serve"]
 
@@ -31,14 +34,27 @@ WORKER_FUNCTIONS = 32
 WORKER_ARGUMENTS = 16
 
 
+@dataclass(frozen=True)
+class _Call:
+    """A candidate's last run: its arguments, and which of them the kernel's host code
+    allocated for that call (its outputs), which a timed call allocates afresh too."""
+
+    args: tuple[Any, ...]
+    allocated: frozenset[int]
+
+
 class _Server:
     """The worker's state: compiled candidates, and each one's last arguments."""
 
     def __init__(self) -> None:
         self.functions: LRUCache[CompiledFunction] = LRUCache(WORKER_FUNCTIONS)
         self.modules: dict[str, CandidateModule] = {}
-        self.last_args: LRUCache[tuple[Any, ...]] = LRUCache(WORKER_ARGUMENTS)
+        self.last_calls: LRUCache[_Call] = LRUCache(WORKER_ARGUMENTS)
         self.inputs: list[torch.Tensor] = []  # recent read-only inputs, shared between candidates
+        #: Test hook (see :meth:`.worker.JITWorker.inject_fault`): the request kind and its
+        #: number, counted from when the fault was armed, on which this process kills itself.
+        self.fault: tuple[str, int] | None = None
+        self.requests: Counter[str] = Counter()
 
     def function(self, key: str) -> CompiledFunction:
         found = self.functions.get(key)
@@ -59,14 +75,15 @@ class _Server:
 
     def handle(self, message: tuple[Any, ...]) -> Any:
         kind = message[0]
+        self._maybe_die(kind)
         if kind == "compile":
             fn = self.compile(message[1])
             return Signature(fn.params, fn.results, fn.held_by)
         if kind == "run":
-            key, args = message[1], message[2]
+            key, args, allocated = message[1:]
             fn = self.function(key)
             args = self._share_inputs(fn, args)
-            self.last_args.put(key, args)
+            self.last_calls.put(key, _Call(args, frozenset(allocated)))
             return fn(*_working_copies(fn, args))
         if kind == "time":
             key, warmup_ms, rep_ms = message[1:]
@@ -80,10 +97,20 @@ class _Server:
         if kind == "forget":
             self.functions.clear()
             self.modules.clear()
-            self.last_args.clear()
+            self.last_calls.clear()
             self.inputs.clear()
             return None
+        if kind == "fault":
+            self.fault = (message[1], message[2])
+            self.requests.clear()
+            return None
         raise ValueError(f"unknown request {kind!r}")
+
+    def _maybe_die(self, kind: str) -> None:
+        """Test hook: die as a killed worker dies, on the request the armed fault names."""
+        self.requests[kind] += 1
+        if self.fault == (kind, self.requests[kind]):
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def _share_inputs(self, fn: CompiledFunction, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """``args`` with each read-only tensor equal to a recent one replaced by it, so the
@@ -101,39 +128,50 @@ class _Server:
         return tuple(shared)
 
     def _timed_call(self, key: str) -> tuple[Any, Any]:
-        """A call of candidate ``key`` on its last arguments, and the preparation each timed
-        call needs: the written arguments restored, when the function reads what it wrote
-        (two calls in a row leave different values)."""
+        """A call of candidate ``key`` on its last arguments, as a user's call makes it: the
+        outputs the host code allocated are allocated afresh in each call (a fresh
+        allocation's first writes fault its pages in, which a kernel writing into memory it
+        used before never pays), with their first values when the function reads them. And
+        the preparation each timed call needs: the written arguments restored, when the
+        function reads what it wrote (two calls in a row leave different values)."""
         fn = self.function(key)
-        args = self.arguments(key, fn)
+        last = self.arguments(key, fn)
+        args = last.args
         working = _working_copies(fn, args)
         written = sorted(_written(fn))
-
-        def restore() -> None:
-            for index in written:
-                working[index].copy_(args[index])
+        fn(*working)
+        first = [working[i].clone() for i in written]
+        fn(*working)
+        reads = {i for before, i in zip(first, written) if not torch.equal(bitwise(before), bitwise(working[i]))}
+        fresh = [i for i in written if i in last.allocated and isinstance(args[i], torch.Tensor)]
+        kept = [i for i in written if i not in fresh]
 
         def call() -> None:
-            fn(*working)
+            call_args = list(working)
+            for index in fresh:
+                like = args[index]
+                call_args[index] = torch.empty_strided(like.size(), like.stride(), dtype=like.dtype)
+                if index in reads:  # the host code filled it (torch.zeros, say)
+                    call_args[index].copy_(like)
+            fn(*call_args)
 
-        restore()
-        call()
-        first = [working[i].clone() for i in written]
-        call()
-        compounding = any(not torch.equal(_bits(before), _bits(working[i])) for before, i in zip(first, written))
-        return call, (restore if compounding else None)
+        def restore_kept() -> None:
+            for index in kept:
+                working[index].copy_(args[index])
 
-    def arguments(self, key: str, fn: CompiledFunction) -> tuple[Any, ...]:
+        return call, (restore_kept if reads.intersection(kept) else None)
+
+    def arguments(self, key: str, fn: CompiledFunction) -> _Call:
         """The arguments of candidate ``key``'s last run. When they were dropped to bound the
         worker's memory, those of another candidate that ``fn`` accepts: the worker serves
         one tuning run at a time (it forgets between runs), and every candidate of a run is
         called with the same kernel arguments, so any of them is that call."""
-        args = self.last_args.get(key)
-        if args is None:
-            args = next((other for other in self.last_args.values() if _accepts(fn, other)), None)
-        if args is None:
+        last = self.last_calls.get(key)
+        if last is None:
+            last = next((other for other in self.last_calls.values() if _accepts(fn, other.args)), None)
+        if last is None:
             raise ValueError(f"candidate {key} has not run yet")
-        return args
+        return last
 
 
 def _accepts(fn: CompiledFunction, args: tuple[Any, ...]) -> bool:
@@ -161,18 +199,9 @@ def _working_copies(fn: CompiledFunction, args: tuple[Any, ...]) -> list[Any]:
     return [a.clone() if i in written and isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]
 
 
-_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """``t`` as integers of its width, so that equality is bitwise (-0.0 is not 0.0, NaN is NaN)."""
-    bits = _BITS.get(t.dtype.itemsize)
-    return t if bits is None or t.dtype == bits else t.view(bits)
-
-
 def _same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
     return (a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
-            and torch.equal(_bits(a), _bits(b)))
+            and torch.equal(bitwise(a), bitwise(b)))
 
 
 def serve(conn: Connection) -> None:
