@@ -3,17 +3,17 @@
 Each kernel of tests/kernels/out_of_range_kernels.py indexes one way a kernel computes a
 position (a scalar argument, data from an index tensor, arithmetic on a grid index or on
 ``tile.index``, a tile's end, a loop over a longer range than a tensor). Called with
-in-range arguments it matches Helion's reference mode; with out-of-range ones it reads 0
+in-range arguments it matches Helion's reference mode (fast pipeline and checked mode);
+with out-of-range ones it reads 0
 and writes nothing out of range (docs/abi.md, "Indices out of range"), leaving every other
 element of every tensor and the guard regions around them as they were, in the fast and
 plain pipelines and IREE; checked mode raises ``OutOfBoundsAccessError`` naming the line.
-The calls run in a child process per setting (tests/out_of_range_util.py), so that an
+The calls run in one child process (tests/out_of_range_util.py), so that an
 access that corrupts memory fails its test instead of killing pytest.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import string
 import subprocess
@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 import torch
 from filecheck_util import run_filecheck
-from out_of_range_util import BY_NAME, CASES, KERNELS, KERNELS_FILE, N
+from out_of_range_util import BY_NAME, CASES, IN_RANGE_SETTINGS, KERNELS, KERNELS_FILE, N, SETTINGS
 
 from helion_mlir import compile_kernel, generate_mlir
 from helion_mlir.runtime.iree_engine import iree_available
 from helion_mlir_cli import main as cli_main
 
-# One worker runs them all, so that each setting's child process runs once.
+# One worker runs them all, so that the child process runs once.
 pytestmark = pytest.mark.xdist_group("out-of-range")
 UTIL = Path(__file__).resolve().parent / "out_of_range_util.py"
 IREE = pytest.param("iree", marks=[pytest.mark.iree, pytest.mark.skipif(not iree_available(),
@@ -39,15 +39,23 @@ OUT_OF_RANGE = [c.name for c in CASES if c.out_of_range is not None]
 IN_RANGE = [c.name for c in CASES if c.in_range is not None]
 
 
-@functools.cache
-def outcomes(setting: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every case's outcome in ``setting``, from one child process; a case the process died
-    in (or did not reach) is reported as such."""
-    done = subprocess.run([sys.executable, str(UTIL), setting], capture_output=True, text=True, timeout=1200)
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+Outcomes = dict[tuple[str, str, str], dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def outcomes(request: pytest.FixtureRequest) -> Outcomes:
+    """Every case's outcome (by setting, case and variant) in each setting a selected test
+    asks for, from one child process (its imports alone cost seconds); a case the process
+    died in is reported as a crash, and those after it as never run."""
+    asked = {item.callspec.params.get("setting", "checked") for item in request.session.items
+             if item.module is request.module and "outcomes" in getattr(item, "fixturenames", ())}
+    settings = [s for s in SETTINGS if s in asked and (s != "iree" or iree_available())]
+    done = subprocess.run([sys.executable, str(UTIL), ",".join(settings)], capture_output=True, text=True,
+                          timeout=1200)
+    found: Outcomes = {}
     for line in done.stdout.splitlines():
         outcome = json.loads(line)
-        found[(outcome["case"], outcome["variant"])] = outcome
+        found[(outcome["setting"], outcome["case"], outcome["variant"])] = outcome
     died = f"the child process ended with status {done.returncode}: {done.stderr.strip()[-2000:]}"
     for key, outcome in found.items():
         if outcome["outcome"] == "started":
@@ -55,8 +63,8 @@ def outcomes(setting: str) -> dict[tuple[str, str], dict[str, Any]]:
     return found
 
 
-def outcome_of(setting: str, case: str, variant: str) -> dict[str, Any]:
-    found = outcomes(setting).get((case, variant))
+def outcome_of(outcomes: Outcomes, setting: str, case: str, variant: str) -> dict[str, Any]:
+    found = outcomes.get((setting, case, variant))
     assert found is not None, f"{case} ({variant}) never ran in {setting}: a case before it killed the process"
     return found
 
@@ -70,21 +78,22 @@ def _line_of(case: str) -> int:
 
 @pytest.mark.parametrize("setting", ["fast", "plain", IREE])
 @pytest.mark.parametrize("case", OUT_OF_RANGE)
-def test_an_index_out_of_range_reads_zero_and_writes_nothing_outside_the_tensor(setting: str, case: str) -> None:
-    outcome = outcome_of(setting, case, "out of range")
+def test_an_index_out_of_range_reads_zero_and_writes_nothing_outside_the_tensor(outcomes: Outcomes, setting: str,
+                                                                              case: str) -> None:
+    outcome = outcome_of(outcomes, setting, case, "out of range")
     assert outcome["outcome"] == "match", f"{BY_NAME[case].access} in {setting}: {outcome}"
 
 
-@pytest.mark.parametrize("setting", ["fast", "plain", "checked", IREE])
+@pytest.mark.parametrize("setting", IN_RANGE_SETTINGS)
 @pytest.mark.parametrize("case", IN_RANGE)
-def test_the_same_kernel_in_range_matches_reference_mode(setting: str, case: str) -> None:
-    outcome = outcome_of(setting, case, "in range")
+def test_the_same_kernel_in_range_matches_reference_mode(outcomes: Outcomes, setting: str, case: str) -> None:
+    outcome = outcome_of(outcomes, setting, case, "in range")
     assert outcome["outcome"] == "match", f"{BY_NAME[case].access} in {setting}: {outcome}"
 
 
-@pytest.mark.parametrize("case", [c for c in OUT_OF_RANGE])
-def test_checked_mode_raises_naming_the_line_of_the_access(case: str) -> None:
-    outcome = outcome_of("checked", case, "out of range")
+@pytest.mark.parametrize("case", OUT_OF_RANGE)
+def test_checked_mode_raises_naming_the_line_of_the_access(outcomes: Outcomes, case: str) -> None:
+    outcome = outcome_of(outcomes, "checked", case, "out of range")
     assert outcome["outcome"] == "raised", f"{BY_NAME[case].access}: {outcome}"
     assert outcome["source_location"] == f"{KERNELS_FILE}:{_line_of(case)}"
     assert outcome["source_line"].endswith("# out of range")
