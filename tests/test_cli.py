@@ -216,14 +216,14 @@ def test_check_reports_files_that_fail_to_import_or_to_be_read_and_goes_on(tmp_p
 def test_batch_reports_an_error_raised_by_mistake_and_goes_on(monkeypatch) -> None:
     # Only HelionMLIRError is raised on purpose; anything else is a bug, still reported per kernel.
     module = load_module(ADD)
-    emit = batch.emit_module
+    emit = batch.emit_unverified
 
     def emit_or_fail(model, output_type):
         if output_type is OutputType.TOSA:
             raise KeyError("a bug")
         return emit(model, output_type)
 
-    monkeypatch.setattr(batch, "emit_module", emit_or_fail)
+    monkeypatch.setattr(batch, "emit_unverified", emit_or_fail)
     report = batch.check_kernels([batch.KernelCase("add", module.KERNEL, module.make_args())], ["tosa", "raw"])
     assert [(r.output_type, r.status, r.reason) for r in report.results] == [
         ("tosa", "emit-failed", "KeyError: 'a bug'"), ("raw", "verified", "")]
