@@ -14,10 +14,11 @@ from helion_mlir.runtime.pipelines.runner import DUMP_ENVIRONMENT_VARIABLE
 
 
 def example_module(name: str, args: tuple[object, ...] | str = "ragged", **config: object) -> str:
-    """The emitted module of an example on its ``make_args(args)`` (or on ``args``)."""
+    """The emitted module of an example on its ``make_args(args)`` (or on ``args``), in the
+    form ``compile_kernel`` compiles (relying on its launch checks, docs/abi.md)."""
     module = load_example_by_name(name)
     kernel = helion.kernel(module.KERNEL.fn, config=helion.Config(**config)) if config else module.KERNEL
-    return generate_mlir(kernel.bind(module.make_args(args) if isinstance(args, str) else args))
+    return generate_mlir(kernel.bind(module.make_args(args) if isinstance(args, str) else args), launch_checks=True)
 
 
 def after_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, func_name: str, step: str) -> str:

@@ -317,10 +317,10 @@ def test_candidates_that_fail_to_lower_crash_or_compute_wrong_numbers_are_skippe
     crashing = helion.Config(block_sizes=[64], scale=1)
     build = CandidateKernel._build_function
 
-    def build_with_abort(self: CandidateKernel, pipeline: str, threads: int | None) -> Any:
+    def build_with_abort(self: CandidateKernel, text: str, pipeline: str, threads: int | None) -> Any:
         if self.config["block_sizes"] == crashing["block_sizes"]:  # the candidate's config is normalized
-            self.mlir = _with_injected_abort(self.mlir, self.model.name)
-        return build(self, pipeline, threads)
+            text = _with_injected_abort(text, self.model.name)
+        return build(self, text, pipeline, threads)
 
     monkeypatch.setattr(CandidateKernel, "_build_function", build_with_abort)
     configs = [

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
-from helion_mlir import CompiledKernel, compile_kernel, generate_mlir
+from helion_mlir import CompiledKernel, OutOfBoundsAccessError, compile_kernel, generate_mlir
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "indexing_kernels.py")
 SSA = "[A-Za-z0-9_#]+"
@@ -43,16 +43,26 @@ def compiled(name: str) -> CompiledKernel:
 
 
 def test_gather_of_whole_dynamic_rows_makes_a_tile_sized_by_the_host_dim() -> None:
+    """The rows read come from the data, so the portable module gathers only when ``x`` has
+    rows at all (an index redirected to row 0 of an empty tensor would still lie outside
+    it); the value has a dynamic size, so that guard is a loop of one iteration or none,
+    which IREE can size (docs/downstream.md)."""
     filecheck(generate_mlir(KERNELS.gather_rows.bind(_gather_args())), """
         // CHECK-LABEL: func.func @gather_rows(%x: tensor<?x?xf32>, %index: tensor<?xi64>, %out: tensor<?x?xf32>)
-        // CHECK:       %[[ONE:$V]] = arith.constant 1 : index
+        // CHECK:       %[[ZERO:$V]] = arith.constant 0 : index
+        // CHECK-NEXT:  %[[HEIGHT:$V]] = tensor.dim %x, %[[ZERO]] : tensor<?x?xf32>
+        // CHECK-NEXT:  %[[ONE:$V]] = arith.constant 1 : index
         // CHECK-NEXT:  %[[WIDTH:$V]] = tensor.dim %x, %[[ONE]] : tensor<?x?xf32>
         // CHECK:       scf.for
-        // CHECK:         %[[INIT:$V]] = tensor.empty(%[[WIDTH]]) : tensor<16x?xf32>
-        // CHECK-NEXT:    %[[ROWS:$V]] = linalg.generic {{.*}} ins(%{{$V}} : tensor<16xi64>) outs(%[[INIT]] : tensor<16x?xf32>)
-        // CHECK:           tensor.extract %x[%{{$V}}, %{{$V}}] : tensor<?x?xf32>
-        // CHECK:         } -> tensor<16x?xf32>
-        // CHECK:         tensor.extract_slice %[[ROWS]][0, 0] [%{{$V}}, %[[WIDTH]]] [1, 1] : tensor<16x?xf32> to tensor<?x?xf32>
+        // CHECK:         %[[ROWS_EXIST:$V]] = arith.cmpi sgt, %[[HEIGHT]], %[[ZERO]] : index
+        // CHECK-NEXT:    %[[TRIPS:$V]] = arith.select %[[ROWS_EXIST]], %[[ONE]], %[[ZERO]] : index
+        // CHECK:         %[[ROWS:$V]] = scf.for %{{$V}} = %[[ZERO]] to %[[TRIPS]] step %[[ONE]]
+        // CHECK:           %[[INIT:$V]] = tensor.empty(%[[WIDTH]]) : tensor<16x?xf32>
+        // CHECK-NEXT:      linalg.generic {{.*}} ins(%{{$V}} : tensor<16xi64>) outs(%[[INIT]] : tensor<16x?xf32>)
+        // CHECK:             tensor.extract %x[%{{$V}}, %{{$V}}] : tensor<?x?xf32>
+        // CHECK:           } -> tensor<16x?xf32>
+        // CHECK:         %[[GATHERED:$V]] = tensor.collapse_shape %[[ROWS]]
+        // CHECK-NEXT:    tensor.extract_slice %[[GATHERED]][0, 0] [%{{$V}}, %[[WIDTH]]] [1, 1] : tensor<16x?xf32> to tensor<?x?xf32>
     """)
 
 
@@ -143,8 +153,7 @@ def test_tile_index_plus_a_constant_is_clipped_to_the_dim_when_it_may_run_past_i
         // CHECK:         %[[EXTENT:$V]] = arith.minsi
         // CHECK:         tensor.extract_slice %x[%[[IV]]] [%[[EXTENT]]] [1]
         // CHECK:         %[[MOVED:$V]] = arith.addi %[[IV]], %c{{[0-9]+}} : index
-        // CHECK-NEXT:    %[[LOW:$V]] = arith.maxsi %[[MOVED]], %{{$V}} : index
-        // CHECK-NEXT:    %[[START:$V]] = arith.minsi %[[LOW]], %{{$V}} : index
+        // CHECK-NEXT:    %[[START:$V]] = arith.minsi %[[MOVED]], %{{$V}} : index
         // CHECK-NEXT:    %[[ROOM:$V]] = arith.subi %{{$V}}, %[[START]] : index
         // CHECK-NEXT:    %[[INSIDE:$V]] = arith.minsi %[[EXTENT]], %[[ROOM]] : index
         // CHECK-NEXT:    tensor.extract_slice %x[%[[START]]] [%[[INSIDE]]] [1] : tensor<37xf32> to tensor<?xf32>
@@ -153,21 +162,33 @@ def test_tile_index_plus_a_constant_is_clipped_to_the_dim_when_it_may_run_past_i
 
 
 @pytest.mark.parametrize("checked", [False, True], ids=["fast", "checked"])
-def test_moved_slice_past_the_end_reads_padding_and_nothing_out_of_bounds(checked: bool) -> None:
+def test_moved_slice_past_the_end_reads_zeros_and_checked_mode_catches_it(checked: bool) -> None:
     """Every length with tiles of 16 and a shift of 3, dynamic sizes (one compiled kernel):
-    in-bounds lanes as torch, lanes past the end 0; checked mode (every access verified
-    at run time) raises nothing."""
+    in-bounds lanes as torch, lanes past the end 0 (docs/abi.md, "Indices out of range");
+    checked mode raises where a lane runs past the end, naming the line, and computes the
+    same numbers where none does."""
     kernel = compile_kernel(KERNELS.add_shifted.bind(_shifted_args(37, 37)), checked=checked)
     for length in range(1, 41):
         for out_length in {max(1, length - 4), length - 1, length} - {0}:
             x, out = _shifted_args(length, out_length, seed=length)
+            if checked and out_length + 3 > length:
+                with pytest.raises(OutOfBoundsAccessError, match="dimension 0 of 'x'") as raised:
+                    kernel(x, out)
+                assert raised.value.source_line == "out[tile] = x[tile] + x[tile.index + 3]"
+                continue
             torch.testing.assert_close(kernel(x, out), _added_shifted(x, out_length), rtol=0, atol=0)
 
 
-def test_moved_slice_with_static_sizes_matches_torch_in_checked_mode() -> None:
-    x, out = _shifted_args(37, 37)
+@pytest.mark.parametrize("length", [37, 40])
+def test_moved_slice_with_static_sizes_is_checked_in_checked_mode(length: int) -> None:
+    x, out = _shifted_args(length, 37)
     kernel = compile_kernel(KERNELS.add_shifted_static.bind((x, out)), checked=True)
-    torch.testing.assert_close(kernel(x, out), _added_shifted(x, 37), rtol=0, atol=0)
+    if length < 40:
+        with pytest.raises(OutOfBoundsAccessError, match="dimension 0 of 'x' \\(size 37\\)"):
+            kernel(x, out)
+    else:
+        torch.testing.assert_close(kernel(x, out), _added_shifted(x, 37), rtol=0, atol=0)
+
 
 
 def _one_row_cross_entropy(pipeline: str = "fast") -> tuple[CompiledKernel, str]:
@@ -184,7 +205,7 @@ def test_gather_of_one_element_is_a_one_element_slice_at_its_indices() -> None:
     filecheck(text, """
         // CHECK:       %[[AT:$V]] = tensor.extract %{{$V}}[%{{$V}}] : tensor<1xi64>
         // CHECK-NEXT:  %[[IDX:$V]] = arith.index_cast %[[AT]] : i64 to index
-        // CHECK:       %[[POS:$V]] = arith.minsi %{{$V}}, %{{$V}} : index
+        // CHECK:       %[[POS:$V]] = arith.select %{{$V}}, %[[IDX]], %{{$V}} : index
         // CHECK-NEXT:  %[[ONE:$V]] = tensor.extract_slice %logits_flat[%[[POS]]] [1] [1] : tensor<3700xf32> to tensor<f32>
         // CHECK-NEXT:  %{{$V}} = tensor.expand_shape %[[ONE]] [] output_shape [1] : tensor<f32> into tensor<1xf32>
     """)

@@ -23,6 +23,7 @@ __all__ = [
     "ExecutionError",
     "RuntimeCheckError",
     "OutOfBoundsAccessError",
+    "INDEX_CHECK_PREFIX",
     "WorkerDiedError",
     "ArgumentError",
     "DataDependentValueError",
@@ -202,18 +203,22 @@ class RuntimeCheckError(ExecutionError):
     summary = "run-time check failed"
 
     def __init__(self, check: str, *, func_name: str, source_location: str | None,
-                 source_line: str | None = None) -> None:
+                 source_line: str | None = None, hint: str | None = None) -> None:
         self.check = check
         self.source_location = source_location
         self.source_line = source_line
         message = f"{self.summary} at {source_location or 'an unknown location'}"
         if source_line:
             message += f": {source_line}"
-        super().__init__(
-            f"{message}\n  check: {check}\n  hint: the call stopped before this operation ran; if the kernel "
-            "and its arguments are right, this is a helion_mlir bug: please report it with the kernel and this message.",
-            func_name=func_name,
-        )
+        hint = hint or ("if the kernel and its arguments are right, this is a helion_mlir bug: please report it "
+                        "with the kernel and this message.")
+        super().__init__(f"{message}\n  check: {check}\n  hint: the call stopped before this operation ran; {hint}",
+                         func_name=func_name)
+
+
+#: How the checks of positions a kernel computes word their failures (checked mode): the
+#: check is ``out-of-bounds index into dimension 0 of 'x' (size 37)``.
+INDEX_CHECK_PREFIX = "out-of-bounds index"
 
 
 class OutOfBoundsAccessError(RuntimeCheckError):

@@ -58,6 +58,8 @@ def generate_mlir(
     output_type: OutputType | str = OutputType.LINALG_ON_TENSORS,
     config: Any = None,
     debug_info: bool = False,
+    checked: bool = False,
+    launch_checks: bool = False,
 ) -> str:
     """Lower a Helion kernel to the text of one verified MLIR module.
 
@@ -70,9 +72,17 @@ def generate_mlir(
     module is verified with them (diagnostics quote kernel lines). As MLIR's printer does
     by default, the returned text leaves them out; ``debug_info=True`` keeps them (MLIR's
     ``--mlir-print-debuginfo``).
+
+    An access at a position that may lie outside its tensor reads 0 there and writes
+    nothing (docs/abi.md, "Indices out of range"). ``checked=True`` adds a ``cf.assert``
+    before every such access (checked mode compiles this form); ``launch_checks=True``
+    leaves out the guards of positions that depend on host values alone and records the
+    relations a caller must check before calling instead (the kernel model's
+    ``launch_checks``, filled by :func:`emit_module`), as ``compile_kernel`` does.
     """
     kind = OutputType.parse(output_type)
-    return emit_module(kernel_model(bound_kernel, args, config), kind, debug_info=debug_info)
+    return emit_module(kernel_model(bound_kernel, args, config), kind, debug_info=debug_info, checked=checked,
+                       launch_checks=launch_checks)
 
 
 def kernel_model(kernel: Any, args: tuple[Any, ...] | None = None, config: Any = None) -> KernelModel:
@@ -83,22 +93,25 @@ def kernel_model(kernel: Any, args: tuple[Any, ...] | None = None, config: Any =
         return KernelModel(bound, resolve_config(bound, config))
 
 
-def emit_module(model: KernelModel, output_type: OutputType, *, debug_info: bool = False) -> str:
+def emit_module(model: KernelModel, output_type: OutputType, *, debug_info: bool = False, checked: bool = False,
+                launch_checks: bool = False) -> str:
     """The verified module of ``model`` (see :func:`generate_mlir`)."""
     started = time.perf_counter()
-    text = emit_unverified(model, output_type)
+    text = emit_unverified(model, output_type, checked=checked, launch_checks=launch_checks)
     verify_module_text(text, what=f"module emitted for kernel '{model.name}'")
     log.info("emitted kernel %s (%s) in %.1f ms", model.name, output_type.value,
              (time.perf_counter() - started) * 1e3)
     return text if debug_info else strip_locations(text)
 
 
-def emit_unverified(model: KernelModel, output_type: OutputType) -> str:
+def emit_unverified(model: KernelModel, output_type: OutputType, *, checked: bool = False,
+                    launch_checks: bool = False) -> str:
     """The emission step of :func:`emit_module` without verification (for batch reports,
-    which tell emission failures from verification failures). Never return its text to users."""
+    which tell emission failures from verification failures). Never return its text to users.
+    With ``launch_checks``, adds the relations this emission assumes to ``model.launch_checks``."""
     with FRONT_END_LOCK:  # the bound kernel's fake tensors and compile environment are shared
         builder = MLIRBuilder()
-        visitor = IRVisitor(model, builder, output_type)
+        visitor = IRVisitor(model, builder, output_type, checked=checked, launch_checks=launch_checks)
         with model.helion_env():
             try:
                 _emit_function(visitor)
@@ -151,7 +164,8 @@ def _emit_root_loops(visitor: IRVisitor, root: RootLoop) -> None:
             return written.current()
 
         steps = [None if d.step is None else state.eval_symbolic(d.step) for d in root.dims]
-        written.bind(state.tile_loops([d.block_id for d in root.dims], begins, ends, steps, written.current(), body))
+        written.bind(state.tile_loops([d.block_id for d in root.dims], begins, ends, steps,
+                                      written.current(), body, [(d.begin, d.end) for d in root.dims]))
     finally:
         emit.location = function_location
 

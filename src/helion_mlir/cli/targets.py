@@ -14,6 +14,7 @@ from typing import Any
 import helion
 from helion_mlir_cli.call_syntax import CallArguments
 
+from ..errors import INDEX_CHECK_PREFIX, OutOfBoundsAccessError
 from ..output_type import OutputType
 from .arguments import (
     ArgumentsError,
@@ -168,4 +169,7 @@ def stage_failure(err: StageError, target: KernelTarget, output_type: OutputType
         "reference": f"Helion's reference mode failed on kernel '{target.name}'",
     }[err.stage]
     code = EXIT_USAGE if err.stage in ("host", "config") else EXIT_FAILED
-    return CommandError(what, details=err.details, next_step=NEXT_FOR_STAGE[err.stage], code=code)
+    next_step = NEXT_FOR_STAGE[err.stage]
+    if isinstance(err.error, OutOfBoundsAccessError) and err.error.check.startswith(INDEX_CHECK_PREFIX):
+        next_step = "check the index at that line for these --args (the hint says what an unchecked run does)"
+    return CommandError(what, details=err.details, next_step=next_step, code=code)

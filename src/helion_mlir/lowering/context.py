@@ -170,10 +170,13 @@ class RuleContext:
     def tile_loops(self, block_ids: Sequence[int], begins: Sequence[Any], ends: Sequence[Any],
                    steps: Sequence[int | None], carried: list[Value],
                    body: Callable[[list[Value]], Sequence[Value]],
+                   ranges: Sequence[tuple[Any, Any] | None] | None = None,
                    jagged: Mapping[int, JaggedEnds] | None = None) -> list[Value]:
         """A nest of ``scf.for`` over the tiles of ``block_ids`` carrying ``carried``;
-        ``body(current) -> next`` runs with the tiles active (``jagged``: the ends of jagged tiles)."""
-        return self._state.tile_loops(block_ids, begins, ends, steps, carried, body, jagged)
+        ``body(current) -> next`` runs with the tiles active (``ranges``: the loops' begins
+        and ends as expressions of the kernel's symbols, where known; ``jagged``: the ends
+        of jagged tiles)."""
+        return self._state.tile_loops(block_ids, begins, ends, steps, carried, body, ranges, jagged)
 
     def override(self, node: fx.Node, rule: LoweringRule) -> None:
         """Lower ``node`` with ``rule`` instead of its own for the rest of the emission

@@ -129,12 +129,20 @@ def broadcast_shapes(*shapes: Sequence[int | None]) -> tuple[int | None, ...]:
 class Emitter:
     """Emits ops into a builder with the current source location attached."""
 
-    def __init__(self, builder: MLIRBuilder) -> None:
+    def __init__(self, builder: MLIRBuilder, *, checked: bool = False, launch_checks: bool = False) -> None:
         self.builder = builder
+        #: Whether indices the kernel computes are checked at run time (:meth:`check`).
+        self.checked = checked
+        #: Whether accesses may rely on relations of host values a launch checks
+        #: (:func:`~helion_mlir.lowering.bounds.assumed_inside`) instead of being clipped.
+        self.launch_checks = launch_checks
         self.location: str | None = None  # an MLIR location body, e.g. '"k.py":12:4'
         self._constant_scopes: list[dict[tuple[str, str], Scalar]] = [{}]
         self.arguments: set[str] = set()  # SSA names of the function's arguments
         self._narrowed_units: dict[str, int] = {}  # narrowed loop-carried values -> unit dims dropped
+        # Order facts about index values (a tile's offset lies in its loop's range ...), by SSA name.
+        self._at_most: dict[str, list[Scalar | int]] = {}
+        self._at_least: dict[str, list[Scalar | int]] = {}
 
     # -- basics ----------------------------------------------------------------------------
     def fresh(self, hint: str = "v") -> str:
@@ -227,6 +235,64 @@ class Emitter:
 
     def min_index(self, a: Scalar, b: Scalar) -> Scalar:
         return self.binary("arith.minsi", a, b)
+
+    # -- order facts ------------------------------------------------------------------------
+    def know_at_most(self, a: "Scalar | int", b: "Scalar | int") -> None:
+        """Record that ``a <= b`` holds wherever both are defined (values of one kernel)."""
+        if isinstance(a, Scalar):
+            self._at_most.setdefault(a.ssa, []).append(b)
+        if isinstance(b, Scalar):
+            self._at_least.setdefault(b.ssa, []).append(a)
+
+    def known_at_most(self, a: "Scalar | int | None", b: "Scalar | int | None") -> bool:
+        """Whether ``a <= b`` follows from the recorded facts (and equal values, and ints)."""
+        if a is None or b is None:
+            return False
+        above = self._closure(a, self._at_most)  # values a is at most
+        below = self._closure(b, self._at_least)  # values b is at least
+        if isinstance(b, Scalar) and b.ssa in {v.ssa for v in above if isinstance(v, Scalar)}:
+            return True
+        lowest_above = min((v for v in above if isinstance(v, int)), default=None)
+        highest_below = max((v for v in below if isinstance(v, int)), default=None)
+        return lowest_above is not None and highest_below is not None and lowest_above <= highest_below
+
+    @staticmethod
+    def _closure(start: "Scalar | int", edges: dict[str, list["Scalar | int"]]) -> list["Scalar | int"]:
+        found: list[Scalar | int] = [start]
+        seen: set[str] = set()
+        for value in found:
+            if isinstance(value, Scalar) and value.ssa not in seen:
+                seen.add(value.ssa)
+                found.extend(edges.get(value.ssa, ()))
+        return found
+
+    def check(self, condition: str | None, message: str) -> None:
+        """In checked mode, a run-time check that the ``i1`` ``condition`` holds
+        (``cf.assert``, which the checked pipeline turns into an error naming this op's
+        kernel line); nothing otherwise, or when ``condition`` is None (known to hold)."""
+        if self.checked and condition is not None:
+            self.op(f'cf.assert {condition}, "{message}"')
+
+    def branch(self, condition: str, then: Callable[[], Sequence[Value]],
+               otherwise: Callable[[], Sequence[Value]], *, hint: str = "if") -> list[Value]:
+        """``scf.if`` on the ``i1`` ``condition`` yielding what ``then()`` or ``otherwise()``
+        (each emitting its branch) returns: values of the same types, named as ``then``'s.
+        The header, which states the types, is written once ``then`` has given them."""
+        header = self.builder.slot()
+        yielded: list[Sequence[Value]] = []
+        for side, footer in ((then, "} else {"), (otherwise, "}")):
+            with self.region("", footer, locate_footer=footer == "}"):
+                values = list(side())
+                if yielded and [v.type for v in values] != [v.type for v in yielded[0]]:
+                    raise HelionMLIRError("the two sides of a branch yield values of different types")
+                yielded.append(values)
+                self.op(f"scf.yield {', '.join(v.ssa for v in values)} : {', '.join(v.type for v in values)}")
+        templates = yielded[0]
+        result = self.fresh(hint)
+        names = f"{result}:{len(templates)}" if len(templates) > 1 else result
+        with self.builder.filling(header):
+            self.builder.emit(f"{names} = scf.if {condition} -> ({', '.join(v.type for v in templates)}) {{")
+        return results_named(result, templates)
 
     # -- tensors ------------------------------------------------------------------------------
     def empty(self, shape: Sequence[int | None], dtype: torch.dtype, dynamic_sizes: Sequence[Scalar] = ()) -> Tensor:
@@ -328,16 +394,7 @@ class Emitter:
         """
         rank = len(out_shape)
         dims = [f"d{i}" for i in range(rank)]
-        maps = []
-        for t in inputs:
-            lead = rank - t.rank
-            if lead < 0:
-                raise HelionMLIRError(f"cannot broadcast {t.type} to rank {rank}")
-            exprs = []
-            for i, size in enumerate(t.shape):
-                out_size = out_shape[lead + i]
-                exprs.append("0" if size == 1 and out_size != 1 else dims[lead + i])
-            maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(exprs)})>")
+        maps = [self.broadcast_map(t.shape, out_shape) for t in inputs]
         maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>")
         dynamic = list(dynamic_sizes) or [
             self._dynamic_size(inputs, rank, axis) for axis, s in enumerate(out_shape) if s is None
@@ -371,6 +428,18 @@ class Emitter:
             value = body(block_args, index_of)
             self.op(f"linalg.yield {value} : {element_type(out_dtype)}")
         return Tensor(result, tuple(out_shape), out_dtype)
+
+    @staticmethod
+    def broadcast_map(shape: Sequence[int | None], out_shape: Sequence[int | None]) -> str:
+        """The indexing map that reads a ``shape`` operand at each point of ``out_shape`` with
+        numpy broadcasting (trailing dims aligned, unit dims repeated)."""
+        rank = len(out_shape)
+        lead = rank - len(shape)
+        if lead < 0:
+            raise HelionMLIRError(f"cannot broadcast a value of shape {tuple(shape)} to rank {rank}")
+        dims = [f"d{i}" for i in range(rank)]
+        exprs = ["0" if size == 1 and out_shape[lead + i] != 1 else dims[lead + i] for i, size in enumerate(shape)]
+        return f"affine_map<({', '.join(dims)}) -> ({', '.join(exprs)})>"
 
     def _dynamic_size(self, inputs: Sequence[Tensor], rank: int, axis: int) -> Scalar:
         for t in inputs:

@@ -22,17 +22,20 @@ The lowering sorts them in two groups:
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+import sympy
 from helion._compiler import variable_origin as vo
 
 from ..errors import HelionMLIRError
 
 __all__ = [
     "SOURCE_MODULE",
+    "HostValue",
     "describe_origin",
     "evaluate_origin",
     "imported_modules",
@@ -144,3 +147,40 @@ def _global(name: str, fn: Any) -> Any:
     if hasattr(builtins, name):
         return getattr(builtins, name)
     raise HelionMLIRError(f"the module-level name '{name}' is not defined")
+
+
+@dataclasses.dataclass(frozen=True)
+class HostValue:
+    """A symbol of the kernel as a launch sees it, for checks before the launch: a host
+    variable (``key``), a size of one (``axis``), or a constant block size."""
+
+    text: str  # how messages name it: ``n``, ``out.size(0)``, ``block_size_0``
+    key: str | None
+    axis: int | None = None
+    constant: int | None = None
+
+    @classmethod
+    def of(cls, model: Any, symbol: sympy.Symbol) -> "HostValue | None":
+        """How a launch reads ``symbol`` (a :class:`~.kernel_model.KernelModel`'s); None
+        when the host code does not name it."""
+        origin = model.symbol_origin(symbol)
+        block_id = model.block_vars.get(symbol)
+        if block_id is None and isinstance(origin, vo.BlockSizeOrigin):
+            block_id = origin.block_id
+        if block_id is not None:
+            if block_id in model.block_sizes:
+                return cls(f"block_size_{block_id}", None, constant=model.block_sizes[block_id])
+            return cls(f"_BLOCK_SIZE_{block_id}", f"_BLOCK_SIZE_{block_id}")
+        if isinstance(origin, vo.NameOrigin) and not isinstance(origin, (vo.GlobalOrigin, vo.BuiltinOrigin)):
+            return cls(origin.name, origin.name)
+        if isinstance(origin, vo.TensorSizeOrigin) and isinstance(origin.value, vo.NameOrigin):
+            name, axis = origin.value.name, int(origin.key)
+            return cls(f"{name}.size({axis})", name, axis=axis)
+        return None
+
+    def read(self, values: Mapping[str, Any]) -> Any:
+        """Its value among a launch's host values (by host name)."""
+        if self.key is None:
+            return self.constant
+        value = values[self.key]
+        return value.size(self.axis) if self.axis is not None else value

@@ -18,6 +18,7 @@ from helion.language import tile_ops
 from torch import fx
 
 from ..errors import HelionMLIRError
+from .bounds import assumed_inside, scalar_inside, tile_inside
 from .context import RuleContext
 from .emitter import Emitter
 from .values import Scalar, Tensor, Tile
@@ -39,6 +40,14 @@ class DimAccess:
     A ``SLICE`` is one value dim of static ``size`` whose first ``extent`` lanes are in
     bounds, starting at ``offset`` with ``step``; a ``SCALAR`` is the position ``offset``; a
     ``TENSOR`` reads its positions from ``index`` (``index_extents`` of its lanes in bounds).
+    ``inside`` says that every position it addresses is known to lie inside the host
+    dimension; the others are guarded (:mod:`.bounds`).
+
+    A tile's slice that may run outside its dimension (a loop over a longer range, a moved
+    ``tile.index``) is *clipped*: ``base`` is the host position of its lane 0 and ``lanes``
+    how many of its lanes the tile holds, while ``offset`` and ``extent`` are the part
+    inside the dimension, which the value holds from lane ``lane_offset`` on; its other
+    lanes are padding, as past a ragged tile's end.
     """
 
     kind: AccessKind
@@ -48,11 +57,26 @@ class DimAccess:
     step: int = 1
     index: Tensor | None = None
     index_extents: tuple[Scalar | int, ...] = ()  # in-bounds lanes of each index-tensor dim
+    inside: bool = True
+    base: Scalar | int | None = None  # set for a clipped slice only
+    lanes: Scalar | int = 0
+    lane_offset: Scalar | int = 0
+
+    @property
+    def clipped(self) -> bool:
+        return self.base is not None
+
+    @property
+    def value_lanes(self) -> Scalar | int:
+        """How many lanes of a slice the tile holds (in bounds of the tile, not the tensor)."""
+        return self.lanes if self.clipped else self.extent
 
     @property
     def padded(self) -> bool:
-        if self.kind is not AccessKind.SLICE or self.size is None:  # a dynamic dim holds exactly its lanes
+        if self.kind is not AccessKind.SLICE:
             return False
+        if self.size is None:  # a dynamic dim holds exactly its lanes, which may run past the tensor
+            return self.clipped
         return not (isinstance(self.extent, int) and self.extent == self.size)
 
 
@@ -75,10 +99,15 @@ def _fixed_size(size: Any) -> int | None:
 
 
 def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_shape: Sequence[Any] | None,
-                  known_sizes: Sequence[int | None] = ()) -> list[DimAccess]:
+                  known_sizes: Sequence[int | None] = (), sizes: Sequence[Scalar | int] = (),
+                  assume_for: str | None = None) -> list[DimAccess]:
     """One :class:`DimAccess` per index entry (``None`` entries included); ``known_sizes``
     are host dims of a dynamic type whose size is nevertheless fixed (see
-    :func:`specialized_sizes`)."""
+    :func:`specialized_sizes`), ``sizes`` the host dims as the kernel's symbols resolve them
+    (:func:`~.bounds.canonical_sizes`; without them no position is known inside). With
+    ``assume_for`` (the host tensor's name), positions that lie inside when a relation of
+    host values holds are taken as inside and the relation checked at launch
+    (:func:`~.bounds.assumed_inside`)."""
     accesses: list[DimAccess] = []
     host_dim = 0
     value_dim = 0
@@ -97,7 +126,7 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
             raise HelionMLIRError(f"too many indices for a tensor of rank {host.rank}")
         if isinstance(entry, slice):
             known = known_sizes[host_dim] if host_dim < len(known_sizes) else None
-            accesses.append(_slice_access(ctx, host, host_dim, entry, value_size_symbol(), known))
+            accesses.append(_slice_access(ctx, host, host_dim, entry, value_size_symbol(), known, sizes, assume_for))
             host_dim += 1
             value_dim += 1
             continue
@@ -112,22 +141,26 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
             if isinstance(val, torch.Tensor):
                 idx = ctx.tensor(entry)
                 accesses.append(DimAccess(AccessKind.TENSOR, index=idx, size=None,
-                                          index_extents=_lane_extents(ctx, val, idx)))
+                                          index_extents=_lane_extents(ctx, val, idx), inside=False))
                 host_dim += 1
                 value_dim += idx.rank
                 continue
             tile = ctx.tile_of(val)
             if tile is not None:
-                accesses.append(DimAccess(AccessKind.SLICE, tile.offset, tile.extent, tile.size))
+                accesses.append(_tile_access(ctx, host, host_dim, tile, sizes, assume_for))
                 host_dim += 1
                 value_dim += 1
                 continue
-            accesses.append(DimAccess(AccessKind.SCALAR, offset=ctx.emit.index(ctx.scalar(entry, "index"))))
+            inside = host_dim < len(sizes) and scalar_inside(ctx, entry, sizes[host_dim], assume_for, host_dim)
+            accesses.append(DimAccess(AccessKind.SCALAR, offset=ctx.emit.index(ctx.scalar(entry, "index")),
+                                      inside=inside))
             host_dim += 1
             continue
         if isinstance(entry, int):
             offset = entry if entry >= 0 else _add_size(ctx.emit, host, host_dim, entry)
-            accesses.append(DimAccess(AccessKind.SCALAR, offset=offset))
+            size = ctx.emit.dim(host, host_dim)
+            inside = isinstance(offset, int) and scalar_inside(ctx, offset, size, assume_for, host_dim)
+            accesses.append(DimAccess(AccessKind.SCALAR, offset=offset, inside=inside))
             host_dim += 1
             continue
         raise HelionMLIRError(f"unsupported index entry {entry!r}")
@@ -192,10 +225,7 @@ def _shifted_tile_access(ctx: RuleContext, host: Tensor, axis: int, node: fx.Nod
               and isinstance(tile.end, int) and tile.end + shift <= dim)
     if inside:
         return DimAccess(AccessKind.SLICE, start, tile.extent, tile.size)
-    zero = emit.index(0)
-    start = emit.min_index(emit.binary("arith.maxsi", emit.index(start), zero), emit.index(dim))
-    room = emit.binary("arith.subi", emit.index(dim), start)
-    return DimAccess(AccessKind.SLICE, start, emit.min_index(emit.index(tile.extent), room), tile.size)
+    return clipped_slice(emit, start, tile.extent, tile.size, dim, nonnegative=emit.known_at_most(0, tile.begin))
 
 
 def _lane_extents(ctx: RuleContext, meta: torch.Tensor, value: Tensor) -> tuple[Scalar | int, ...]:
@@ -217,11 +247,40 @@ def _add_size(emit: Emitter, host: Tensor, axis: int, negative: int) -> Scalar |
     return emit.binary("arith.addi", size, emit.index(negative))
 
 
+def _tile_access(ctx: RuleContext, host: Tensor, axis: int, tile: Tile, sizes: Sequence[Scalar | int],
+                 assume_for: str | None) -> DimAccess:
+    """A tile of ``host``'s dim ``axis``: clipped to it unless its loop's range is known
+    inside, or checked inside at launch."""
+    inside = axis < len(sizes) and tile_inside(ctx.emit, tile, sizes[axis])
+    if inside or (assume_for is not None and tile.range_exprs is not None
+                  and assumed_inside(ctx, assume_for, axis, *tile.range_exprs)):
+        return DimAccess(AccessKind.SLICE, tile.offset, tile.extent, tile.size)
+    return clipped_slice(ctx.emit, tile.offset, tile.extent, tile.size, ctx.emit.dim(host, axis),
+                         nonnegative=ctx.emit.known_at_most(0, tile.begin))
+
+
+def clipped_slice(emit: Emitter, base: Scalar | int, lanes: Scalar | int, size: int | None, dim: Scalar | int, *,
+                  nonnegative: bool) -> DimAccess:
+    """The slice of ``lanes`` lanes from host position ``base`` clipped to ``[0, dim)``
+    (``nonnegative``: ``base`` is known not to be negative, which saves the lanes before 0)."""
+    base_i, lanes_i, dim_i, zero = emit.index(base), emit.index(lanes), emit.index(dim), emit.index(0)
+    if nonnegative:
+        start = emit.min_index(base_i, dim_i)
+        count = emit.min_index(lanes_i, emit.binary("arith.subi", dim_i, start))
+        return DimAccess(AccessKind.SLICE, start, count, size, inside=False, base=base, lanes=lanes)
+    before = emit.min_index(emit.binary("arith.maxsi", emit.binary("arith.subi", zero, base_i), zero), lanes_i)
+    start = emit.min_index(emit.binary("arith.maxsi", base_i, zero), dim_i)
+    end = emit.min_index(lanes_i, emit.binary("arith.subi", dim_i, base_i))
+    count = emit.binary("arith.maxsi", emit.binary("arith.subi", end, before), zero)
+    return DimAccess(AccessKind.SLICE, start, count, size, inside=False, base=base, lanes=lanes, lane_offset=before)
+
+
 def _slice_access(ctx: RuleContext, host: Tensor, axis: int, sl: slice, size_symbol: Any,
-                  known_size: int | None = None) -> DimAccess:
+                  known_size: int | None = None, sizes: Sequence[Scalar | int] = (),
+                  assume_for: str | None = None) -> DimAccess:
     tile = ctx.tile_of(size_symbol)
     if sl == slice(None) and tile is not None:
-        return DimAccess(AccessKind.SLICE, tile.offset, tile.extent, tile.size)
+        return _tile_access(ctx, host, axis, tile, sizes, assume_for)
     dim_size = ctx.emit.dim(host, axis)
     if sl == slice(None):
         if not isinstance(dim_size, int) and known_size is not None:
@@ -255,8 +314,9 @@ def value_shape(accesses: Sequence[DimAccess]) -> list[int | None]:
 
 
 def value_extents(accesses: Sequence[DimAccess]) -> list[Scalar | int]:
-    """How many lanes of each value dimension are in bounds."""
-    return _per_value_dim(accesses, lambda a: a.extent, lambda a: a.index_extents)
+    """How many lanes of each value dimension are in bounds of their tiles (the lanes of a
+    clipped slice past its tensor included)."""
+    return _per_value_dim(accesses, lambda a: a.value_lanes, lambda a: a.index_extents)
 
 
 def value_dynamic_sizes(emit: Emitter, accesses: Sequence[DimAccess]) -> list[Scalar]:
@@ -264,7 +324,7 @@ def value_dynamic_sizes(emit: Emitter, accesses: Sequence[DimAccess]) -> list[Sc
     sizes: list[Scalar] = []
     for a in accesses:
         if a.kind is AccessKind.SLICE and a.size is None:
-            sizes.append(emit.index(a.extent))
+            sizes.append(emit.index(a.value_lanes))
         elif a.kind is AccessKind.TENSOR:
             assert a.index is not None
             sizes += [emit.index(emit.dim(a.index, axis)) for axis, d in enumerate(a.index.shape) if d is None]
@@ -304,7 +364,7 @@ def pad_to_tile(emit: Emitter, valid: Tensor, accesses: Sequence[DimAccess], fil
     if not any(a.padded for a in slices):
         return valid
     shape = tuple(a.size for a in slices)
-    dynamic = [emit.index(a.extent) for a in slices if a.size is None]  # whole dims: exactly their lanes
+    dynamic = [emit.index(a.value_lanes) for a in slices if a.size is None]  # whole dims: exactly their lanes
     base = emit.fill(shape, valid.dtype, fill, dynamic)
     if 0 in valid.shape:  # no lanes to place
         return base
@@ -314,11 +374,12 @@ def pad_to_tile(emit: Emitter, valid: Tensor, accesses: Sequence[DimAccess], fil
 
 
 def valid_lanes(slices: Sequence[DimAccess]) -> str:
-    """``[0, ..] [extents] [1, ..]``: where a tile's in-bounds lanes are, as slice operands."""
-    zeros = ", ".join("0" for _ in slices)
+    """``[lane offsets] [extents] [1, ..]``: where a tile's lanes inside the tensor are, as
+    slice operands."""
+    offsets = ", ".join(ssa_or_int(a.lane_offset) for a in slices)
     sizes = ", ".join(ssa_or_int(a.extent) for a in slices)
     ones = ", ".join("1" for _ in slices)
-    return f"[{zeros}] [{sizes}] [{ones}]"
+    return f"[{offsets}] [{sizes}] [{ones}]"
 
 
 def add_new_axes(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
@@ -356,13 +417,15 @@ def _source_dim(groups: list[list[int]], pos: int) -> int:
 
 def valid_lane_condition(emit: Emitter, accesses: Sequence[DimAccess], index_of: Callable[[int], str]) -> str | None:
     """An ``i1`` that is true for lanes inside every ragged slice and index-tensor dimension
-    (None if all lanes are)."""
+    (None if all lanes are); the lanes of a clipped slice past its tensor count as inside
+    (the caller guards their positions)."""
     bounds: list[tuple[str, Scalar | int]] = []
     out_dim = 0
     for a in accesses:
         if a.kind is AccessKind.SLICE:
-            if a.padded:
-                bounds.append((index_of(out_dim), a.extent))
+            lanes = a.value_lanes
+            if a.size is not None and not (isinstance(lanes, int) and lanes == a.size):
+                bounds.append((index_of(out_dim), lanes))
             out_dim += 1
         elif a.kind is AccessKind.NEWAXIS:
             out_dim += 1

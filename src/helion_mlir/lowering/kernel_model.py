@@ -42,8 +42,8 @@ from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 from .tensor_reads import refuse_lost_reads
 
 __all__ = [
-    "RNG_SEED_BUFFER", "RNG_SEED_HOST_NAME", "ArgKind", "KernelModel", "FunctionArg", "LoopDim", "RootLoop",
-    "host_tensor_name",
+    "RNG_SEED_BUFFER", "RNG_SEED_HOST_NAME", "ArgKind", "KernelModel", "FunctionArg", "LaunchCheck", "LoopDim",
+    "RootLoop", "host_tensor_name",
 ]
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,18 @@ class LoopDim:
 
 
 @dataclasses.dataclass(frozen=True)
+class LaunchCheck:
+    """A relation between host values (sizes, scalars, block sizes) that the emitted code
+    assumes about an access, checked before each launch (docs/abi.md, "Indices out of
+    range"): ``condition`` over the kernel's symbols, ``what`` it protects
+    (``dimension 0 of 'y'``) and the MLIR location body of the access."""
+
+    condition: sympy.Basic
+    what: str
+    location: str | None
+
+
+@dataclasses.dataclass(frozen=True)
 class RootLoop:
     graph_id: int
     phase: int
@@ -154,6 +166,8 @@ class KernelModel:
         self.reachable_graph_ids = self._reachable_graphs()
         self.writes = self._writes_per_graph()
         self.per_call_args: dict[sympy.Symbol, FunctionArg] = {}
+        #: Relations between host values the emitted code assumes (filled while it is emitted).
+        self.launch_checks: list[LaunchCheck] = []
         self.args, self.results = self._function_signature()
         refuse_lost_reads(bound.env, {a.name: a.fake for a in self.args if a.kind is ArgKind.TENSOR}, bound.kernel.fn)
 

@@ -96,9 +96,10 @@ class KernelState:
     def tile_loops(self, block_ids: Sequence[int], begins: Sequence[Any], ends: Sequence[Any],
                    steps: Sequence[int | None], carried: list[Value],
                    body: Callable[[list[Value]], Sequence[Value]],
+                   ranges: Sequence[tuple[Any, Any] | None] | None = None,
                    jagged: Mapping[int, JaggedEnds] | None = None) -> list[Value]:
         """A nest of ``scf.for`` over the tiles of ``block_ids`` (see :func:`emit_tile_loops`)."""
-        return emit_tile_loops(self, block_ids, begins, ends, steps, carried, body, jagged)
+        return emit_tile_loops(self, block_ids, begins, ends, steps, carried, body, ranges, jagged)
 
     def static_shape(self, meta: torch.Tensor) -> list[int | None]:
         """The shape a value described by ``meta`` has here: tile dims take their static tile size."""
@@ -148,7 +149,8 @@ class KernelState:
         for block_id, numel in self.model.persistent_reductions.items():
             extent = self.eval_symbolic(numel)
             extent = extent if isinstance(extent, int) else self.emit.index(extent)
-            self.tiles[block_id] = Tile(block_id, 0, extent if isinstance(extent, int) else None, extent, 0, extent)
+            self.tiles[block_id] = Tile(block_id, 0, extent if isinstance(extent, int) else None, extent, 0, extent,
+                                        range_exprs=(0, numel))
 
     def _bind_runtime_block_sizes(self) -> None:
         """Evaluate every runtime block size from the function's arguments, where the

@@ -17,15 +17,18 @@ __all__ = ["emit_tile_loops"]
 
 
 def _tile_for(state: "KernelState", block_id: int, iv: Scalar, begin: Any, end: Any, size: "int | Scalar",
-              divisible: bool) -> Tile:
+              divisible: bool, stride: "int | Scalar", range_exprs: tuple[Any, Any] | None) -> Tile:
+    state.emit.know_at_most(begin, iv)  # the offset lies in the loop's range
+    state.emit.know_at_most(iv, end)
     if divisible:
-        return Tile(block_id, iv, size, size, begin, end)
+        return Tile(block_id, iv, size, size, begin, end, stride=stride if stride != size else None,
+                    range_exprs=range_exprs)
     emit = state.emit
     remaining = emit.binary("arith.subi", emit.index(end), iv)
     extent = emit.min_index(emit.index(size), remaining)
     if isinstance(size, Scalar):  # a runtime block size: values hold exactly the in-bounds lanes
-        return Tile(block_id, iv, None, extent, begin, end, step=size)
-    return Tile(block_id, iv, size, extent, begin, end)
+        return Tile(block_id, iv, None, extent, begin, end, step=size, range_exprs=range_exprs)
+    return Tile(block_id, iv, size, extent, begin, end, range_exprs=range_exprs)
 
 
 def emit_tile_loops(
@@ -36,17 +39,20 @@ def emit_tile_loops(
     steps: Sequence[int | None],
     carried: list[Value],
     body: Callable[[list[Value]], Sequence[Value]],
+    ranges: Sequence[tuple[Any, Any] | None] | None = None,
     jagged: Mapping[int, JaggedEnds] | None = None,
 ) -> list[Value]:
     """A nest of ``scf.for`` over the tiles of ``block_ids``; ``body(carried) -> next``.
 
     Each level activates its :class:`Tile` (static size from the config; extent clipped
     with ``arith.minsi`` unless the range is known to divide evenly). A runtime block size
-    steps the loop by an ``index`` value and gives tiles of dynamic size. A block in
-    ``jagged`` is a jagged tile with those ends per lane of its parent tiles.
+    steps the loop by an ``index`` value and gives tiles of dynamic size. ``ranges`` are
+    the loops' begins and ends as expressions of the kernel's symbols, where known. A
+    block in ``jagged`` is a jagged tile with those ends per lane of its parent tiles.
     """
     if not block_ids:
         return list(body(carried))
+    ranges = list(ranges) if ranges is not None else [None] * len(block_ids)
     jagged = jagged or {}
     block_id, begin, end, step = block_ids[0], begins[0], ends[0], steps[0]
     size = 1 if step is not None else state.block_size(block_id)
@@ -58,9 +64,10 @@ def emit_tile_loops(
     emit = state.emit
 
     def level(iv: Scalar, current: list[Value]) -> list[Value]:
-        tile = _tile_for(state, block_id, iv, begin, end, size, divisible)
+        tile = _tile_for(state, block_id, iv, begin, end, size, divisible, stride, ranges[0])
         state.tiles[block_id] = dataclasses.replace(tile, jagged=jagged.get(block_id))
-        return emit_tile_loops(state, block_ids[1:], begins[1:], ends[1:], steps[1:], current, body, jagged)
+        return emit_tile_loops(state, block_ids[1:], begins[1:], ends[1:], steps[1:], current, body, ranges[1:],
+                               jagged)
 
     try:
         return emit.for_loop(emit.index(begin), emit.index(end), emit.index(stride), carried, level, hint="tiles")

@@ -112,7 +112,11 @@ def tile_scalar(emit: Emitter, tile: Tile, what: TileProperty) -> Scalar | int:
     if what is TileProperty.END:
         if isinstance(tile.offset, int) and isinstance(tile.extent, int):
             return tile.offset + tile.extent
-        return emit.binary("arith.addi", emit.index(tile.offset), emit.index(tile.extent))
+        end = emit.binary("arith.addi", emit.index(tile.offset), emit.index(tile.extent))
+        emit.know_at_most(tile.offset, end)  # a tile ends inside its loop's range
+        if tile.end is not None:
+            emit.know_at_most(end, tile.end)
+        return end
     step = tile.block_size
     if what is TileProperty.ID:
         if isinstance(tile.offset, int) and isinstance(step, int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -106,6 +106,9 @@ class Tile:
     begin: "Scalar | int" = 0  # the loop's range, for tile.count
     end: "Scalar | int | None" = None
     step: "Scalar | int | None" = None  # the block size when it is not ``size``
+    stride: "Scalar | int | None" = None  # the loop's step when it is neither (``hl.grid(0, n, 2)``)
+    # The loop's begin and end as expressions of the kernel's symbols (ints, sympy), when known.
+    range_exprs: "tuple[Any, Any] | None" = None
     jagged: JaggedEnds | None = None
 
     @property

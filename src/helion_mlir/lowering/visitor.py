@@ -50,11 +50,12 @@ def _lowered_when_unused(node: fx.Node) -> bool:
 class IRVisitor:
     """Walks device-IR graphs of one kernel and lowers each live node with its rule."""
 
-    def __init__(self, model: KernelModel, builder: MLIRBuilder, output_type: OutputType) -> None:
+    def __init__(self, model: KernelModel, builder: MLIRBuilder, output_type: OutputType, *,
+                 checked: bool = False, launch_checks: bool = False) -> None:
         self.model = model
         self.builder = builder
         self.output_type = output_type
-        self.emit = Emitter(builder)
+        self.emit = Emitter(builder, checked=checked, launch_checks=launch_checks)
         self.deferred = DeferredInliner(TorchMLIRNodeImporter(output_type), self.emit)
         self.state = KernelState(model, self.emit)
         self.rules = RuleScopes(lambda graph_id: type(self.model.graph(graph_id)))

@@ -13,22 +13,18 @@ the ``mlir`` Helion backend never gets there, because Helion binds again first.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import sympy
 import torch
-from helion._compiler import variable_origin as vo
 from torch._dynamo.source import AttrSource, GetItemSource, LocalSource, TensorPropertySource
-from torch.utils._sympy.printers import PythonPrinter
 
 from ..errors import ArgumentError, DataDependentValueError, HelionMLIRError
 from ..lowering.host_values import describe_origin, evaluate_origin, imported_modules
 from ..lowering.tensor_reads import read_guards, tensor_reads
 from ..lru_cache import LRUCache
+from .launch_checks import HostCondition
 
 __all__ = ["ArgumentChecks", "ReadGuards", "describe_value"]
 
@@ -274,72 +270,31 @@ class ReadGuards:
         self.name: str = model.name
         env = model.bound.env
         reads = tensor_reads(env)
-        self.checks: list[tuple[Callable[..., bool], str, list[_HostValue], str]] = []
+        self.checks: list[tuple[HostCondition, str]] = []
         for guard in read_guards(env):
-            symbols = sorted(guard.free_symbols, key=str)
-            values = [_HostValue.of(model, symbol) for symbol in symbols]
-            line = next(str(reads[s].line) for s in symbols if s in reads)
-            text = PythonPrinter().doprint(guard.xreplace({s: sympy.Symbol(v.text) for s, v in zip(symbols, values)
-                                                           if v is not None}))
-            if any(v is None for v in values):
+            condition = HostCondition(model, guard)
+            line = next(str(reads[s].line) for s in sorted(guard.free_symbols, key=str) if s in reads)
+            if not condition.complete:
                 raise DataDependentValueError(
-                    f"Helion's trace of {self.name} assumes `{text}` about the value read from tensor data at "
-                    f"{line}, and a call cannot check it: the value has no name in the host code",
+                    f"Helion's trace of {self.name} assumes `{condition.text}` about the value read from tensor "
+                    f"data at {line}, and a call cannot check it: the value has no name in the host code",
                     hint="assign the value to a host variable (`n = int(t.item())`) and use the variable",
                 )
-            params = [f"_v{i}" for i in range(len(symbols))]
-            expr = PythonPrinter().doprint(guard.xreplace({s: sympy.Symbol(p) for s, p in zip(symbols, params)}))
-            test = eval(f"lambda {', '.join(params)}: bool({expr})", {"math": math})  # noqa: S307 (printed by torch)
-            self.checks.append((test, text, [v for v in values if v is not None], line))
+            self.checks.append((condition, line))
 
     @property
     def names(self) -> set[str]:
         """The host variables the checks read."""
-        return {v.key for _test, _text, values, _line in self.checks for v in values if v.key is not None}
+        return {v.key for condition, _line in self.checks for v in condition.values if v.key is not None}
 
     def check(self, values: dict[str, Any]) -> None:
         """Raise :class:`ArgumentError` when a guard is false for this launch's ``values``."""
-        for test, text, host_values, line in self.checks:
-            current = [v.read(values) for v in host_values]
-            if not test(*current):
-                shown = ", ".join(f"{v.text} = {value}" for v, value in zip(host_values, current))
+        for condition, line in self.checks:
+            holds, shown = condition.holds(values)
+            if not holds:
                 raise ArgumentError(
-                    f"{self.name}: Helion traced the kernel assuming `{text}` about the value read from tensor "
-                    f"data at {line}, which is false for this call ({shown}); its compiled code is not right for "
-                    "such values. Keep the value symbolic in the host code: a Python decision on it (a comparison, "
-                    "`bool`, `if`) is made once, when Helion binds the kernel"
+                    f"{self.name}: Helion traced the kernel assuming `{condition.text}` about the value read from "
+                    f"tensor data at {line}, which is false for this call ({shown}); its compiled code is not right "
+                    "for such values. Keep the value symbolic in the host code: a Python decision on it (a "
+                    "comparison, `bool`, `if`) is made once, when Helion binds the kernel"
                 )
-
-
-@dataclasses.dataclass(frozen=True)
-class _HostValue:
-    """A symbol of a guard as a launch sees it: a host variable (``key``), a size of one
-    (``axis``), or a constant block size."""
-
-    text: str  # how messages name it: ``n``, ``out.size(0)``, ``block_size_0``
-    key: str | None
-    axis: int | None = None
-    constant: int | None = None
-
-    @classmethod
-    def of(cls, model: Any, symbol: sympy.Symbol) -> "_HostValue | None":
-        origin = model.symbol_origin(symbol)
-        block_id = model.block_vars.get(symbol)
-        if block_id is None and isinstance(origin, vo.BlockSizeOrigin):
-            block_id = origin.block_id
-        if block_id is not None:
-            if block_id in model.block_sizes:
-                return cls(f"block_size_{block_id}", None, constant=model.block_sizes[block_id])
-            return cls(f"_BLOCK_SIZE_{block_id}", f"_BLOCK_SIZE_{block_id}")
-        if isinstance(origin, vo.NameOrigin) and not isinstance(origin, (vo.GlobalOrigin, vo.BuiltinOrigin)):
-            return cls(origin.name, origin.name)
-        if isinstance(origin, vo.TensorSizeOrigin) and isinstance(origin.value, vo.NameOrigin):
-            name, axis = origin.value.name, int(origin.key)
-            return cls(f"{name}.size({axis})", name, axis=axis)
-        return None
-
-    def read(self, values: dict[str, Any]) -> Any:
-        if self.key is None:
-            return self.constant
-        value = values[self.key]
-        return value.size(self.axis) if self.axis is not None else value

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from torch_mlir.execution_engine import ExecutionEngine
 
-from ..errors import OutOfBoundsAccessError, RuntimeCheckError
+from ..errors import INDEX_CHECK_PREFIX, OutOfBoundsAccessError, RuntimeCheckError
 from .rewrites.failed_checks import CALLBACK, Check
 
 __all__ = ["CheckFailures", "check_error"]
@@ -33,7 +33,13 @@ def check_error(check: Check, func_name: str) -> RuntimeCheckError:
         filename, _, number = check.source_location.rpartition(":")
         line = linecache.getline(filename, int(number)).strip() or None
     kind = OutOfBoundsAccessError if "out-of-bounds" in check.description else RuntimeCheckError
-    return kind(check.description, func_name=func_name, source_location=check.source_location, source_line=line)
+    hint = None
+    if check.description.startswith(INDEX_CHECK_PREFIX):  # an index the kernel computed, not a lowering bug
+        hint = ("the kernel computed a position outside the tensor, where Helion's own code would read or write "
+                "outside it; unchecked, the read gives 0 and the write does nothing (docs/abi.md, \"Indices out of "
+                "range\"). Fix the index, or mask the access with extra_mask.")
+    return kind(check.description, func_name=func_name, source_location=check.source_location, source_line=line,
+                hint=hint)
 
 
 class CheckFailures:

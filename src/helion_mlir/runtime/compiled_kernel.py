@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from typing import Any
 
@@ -35,6 +36,7 @@ from .host_code import HostCode
 from .host_cpu import CpuFeatures, host_cpu
 from .iree_devices import IreeDevice
 from .iree_engine import compile_with_iree
+from .launch_checks import LaunchChecks
 from .params import check_writable
 from .pipelines import Pipeline
 from .tuning.cache import cached_config
@@ -103,14 +105,20 @@ class CompiledKernel:
         # Emission takes the front-end lock itself; verification and compilation hold only
         # the MLIR lock, so another thread may emit meanwhile. With locations: the CPU
         # pipeline's and IREE's diagnostics then name kernel lines, and HELION_MLIR_DUMP
-        # files show them.
-        self.mlir = emit_module(model, output_type, debug_info=True)
+        # files show them. Emission records in the model the relations a launch must check
+        # (its launch checks); checked mode checks every access in the code instead.
+        self.mlir = emit_module(model, output_type, debug_info=True, checked=checked, launch_checks=not checked)
         self.emit_seconds = time.perf_counter() - started
-        self.function = self._build_function(pipeline, threads)
+        self._pipeline, self._threads = pipeline, threads
+        self.function = self._build_function(self.mlir, pipeline, threads)
+        self._guarded: Any = None  # the form without launch checks, compiled when a launch needs it
+        self._guarded_lock = threading.Lock()
         with FRONT_END_LOCK:  # the model as emission left it, and the bound kernel's compile state
             self._read_guards = ReadGuards(model)
+            self._launch_checks = LaunchChecks(model)
             wanted = {name for arg in model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
-            self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names,
+            self.host = HostCode.from_bound(bound, self.config,
+                                            wanted | self._read_guards.names | self._launch_checks.names,
                                             model.rng_seed_count)
             self._params = list(bound.host_function.params.arguments)
             self._fake_args = list(bound.fake_args)
@@ -124,12 +132,26 @@ class CompiledKernel:
                  runtime.value, pipeline.value, ", checked" if checked else "", threads or "default",
                  self.emit_seconds * 1e3, self.compile_seconds * 1e3)
 
-    def _build_function(self, pipeline: Pipeline, threads: int | None) -> Any:
-        """The native function of :attr:`mlir` (a subclass may compile it elsewhere)."""
+    def _build_function(self, text: str, pipeline: Pipeline, threads: int | None) -> Any:
+        """The native function of the module ``text`` (a subclass may compile it elsewhere)."""
         if self.runtime is Runtime.IREE:
-            return compile_with_iree(self.mlir, self.model.name, output_type=self.output_type, device=self.device)
-        return compile_module(self.mlir, self.model.name, output_type=self.output_type, pipeline=pipeline,
+            return compile_with_iree(text, self.model.name, output_type=self.output_type, device=self.device)
+        return compile_module(text, self.model.name, output_type=self.output_type, pipeline=pipeline,
                               threads=threads, in_place=pipeline is Pipeline.FAST, checked=self.checked)
+
+    def _function_for(self, values: dict[str, Any]) -> Any:
+        """The function a launch with these host ``values`` runs: :attr:`function`, unless a
+        relation its code assumes is false for them (a tensor shorter than a loop's range
+        over it); then the kernel's guarded form, emitted and compiled on first need."""
+        failure = self._launch_checks.failure(values) if self._launch_checks.checks else None
+        if failure is None:
+            return self.function
+        with self._guarded_lock:
+            if self._guarded is None:
+                log.info("kernel %s: %s, so it runs its guarded form", self.name, failure)
+                text = emit_module(self.model, self.output_type, debug_info=True)
+                self._guarded = self._build_function(text, self._pipeline, self._threads)
+            return self._guarded
 
     @property
     def name(self) -> str:
@@ -155,10 +177,11 @@ class CompiledKernel:
             if self._read_guards.checks:
                 self._read_guards.check(device_args)
             targets = [self._device_value(self.model.arg(name), device_args, by_param) for name in self.model.results]
+            function = self._function_for({**by_param, **device_args})
             try:
                 for name, target in zip(self.model.results, targets):
                     check_writable(self._describe(self.model.arg(name)), target)
-                results = self._run_function(call, args)
+                results = self._run_function(function, call, args)
             except ArgumentError as err:
                 if err.position is None:
                     raise
@@ -172,10 +195,10 @@ class CompiledKernel:
 
         return self.host.run(tuple(args), launch)
 
-    def _run_function(self, call: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
-        """Run the compiled function on the device arguments ``call`` of a call of the
-        kernel on ``args`` (a subclass may run it elsewhere)."""
-        return self.function(*call)
+    def _run_function(self, function: Any, call: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Run ``function`` (:attr:`function` or the guarded form) on the device arguments
+        ``call`` of a call of the kernel on ``args`` (a subclass may run it elsewhere)."""
+        return function(*call)
 
     def _device_value(self, arg: FunctionArg, device_args: dict[str, Any], by_param: dict[str, Any]) -> Any:
         """What the host code passes for ``arg`` (under any of its names), else the parameter,

@@ -16,11 +16,12 @@ from ...errors import HelionMLIRError
 from ...mlir_types import element_type
 from ..context import RuleContext
 from ..emitter import Emitter
-from ..indexing import AccessKind, extract_valid, pad_to_tile
+from ..bounds import guarded_update
+from ..indexing import AccessKind, extract_valid, pad_to_tile, value_dynamic_sizes, value_shape
 from ..jagged import index_dims, jagged_lane_mask, mask_jagged
 from ..registry import register_lowering
 from ..values import Tensor
-from .memory import Combine, accesses_of, insert_valid, scatter, valid_region, value_to_store
+from .memory import Combine, accesses_of, insert_valid, positions_inside, scatter, valid_region, value_to_store
 
 
 class Atomic(enum.Enum):
@@ -90,19 +91,29 @@ def _lower_atomic(kind: Atomic) -> Callable[[RuleContext, fx.Node], Tensor | Non
         dims = index_dims(ctx, node.args[1], value.rank)  # lanes past a jagged tile's row end change nothing
         if any(a.kind is AccessKind.TENSOR for a in accesses):
             mask = jagged_lane_mask(ctx, dims, value)
-            new_dest, olds = scatter(emit, dest, accesses, value, mask, combine, extra, keep_old=wants_old)
+            new_dest, olds = scatter(emit, dest, host.name, accesses, value, mask, combine, extra, keep_old=wants_old)
             ctx.write(new_dest)
             return olds
-        old_valid = extract_valid(emit, dest, accesses)
-        new_valid = valid_region(emit, value, accesses)
-        inputs = [old_valid, new_valid] + ([valid_region(emit, extra, accesses)] if extra is not None else [])
 
         def body(args: list[str], _i: Callable[[int], str]) -> str:
             return combine(args[0], args[1], args[2] if len(args) > 2 else "")
 
-        combined = emit.elementwise(inputs, old_valid.shape, dest.dtype, body, hint="rmw")
-        ctx.write(insert_valid(emit, dest, mask_jagged(ctx, dims, combined, old_valid), accesses))
-        return pad_to_tile(emit, old_valid, accesses) if wants_old else None
+        def access(current: list[Tensor]) -> list[Tensor]:
+            old_valid = extract_valid(emit, current[0], accesses)
+            inputs = [old_valid, valid_region(emit, value, accesses)]
+            if extra is not None:
+                inputs.append(valid_region(emit, extra, accesses))
+            combined = emit.elementwise(inputs, old_valid.shape, dest.dtype, body, hint="rmw")
+            stored = insert_valid(emit, current[0], mask_jagged(ctx, dims, combined, old_valid), accesses)
+            return [stored, pad_to_tile(emit, old_valid, accesses)] if wants_old else [stored]
+
+        inside = positions_inside(emit, dest, host.name, accesses)
+        current = [dest]
+        if wants_old and inside is not None:  # outside the destination the old values read 0
+            current.append(emit.fill(value_shape(accesses), dest.dtype, 0, value_dynamic_sizes(emit, accesses)))
+        results = guarded_update(emit, inside, access, current)
+        ctx.write(results[0])
+        return results[1] if wants_old else None
 
     rule.__name__ = f"lower_atomic_{kind.value}"
     rule.__doc__ = f"``atomic_{kind.value}``: read-modify-write returning the old values."

@@ -100,6 +100,15 @@ def _initial_values(ctx: RuleContext, outputs: list[Any], inits: list[Any]) -> l
             for out, init in zip(outputs, inits)]
 
 
+def _bound_expr(value: Any) -> Any:
+    """A loop bound as an expression of the kernel's symbols (an int, or a SymInt's sympy
+    expression; None for a value computed on the device, such as one loaded from a tensor)."""
+    meta = value.meta.get("val") if isinstance(value, fx.Node) else value
+    if isinstance(meta, int):
+        return meta
+    return meta.node.expr if isinstance(meta, torch.SymInt) else None
+
+
 def _loop_bound(ctx: RuleContext, value: Any) -> Any:
     value = ctx.value(value)
     if isinstance(value, (int, Scalar)):
@@ -126,6 +135,7 @@ def lower_for_loop(ctx: RuleContext, node: fx.Node) -> list[Any]:
     block_ids = list(info.block_ids)
     steps = list(node.args[4]) if len(node.args) > 4 else [None] * len(block_ids)
     steps = [None if s in (None, 1) and node.target is _tracing_ops._for_loop else s for s in steps]
+    ranges = [(_bound_expr(b), _bound_expr(e)) for b, e in zip(begins, ends)]
     begins = [_loop_bound(ctx, b) for b in begins]
     ends = [_loop_bound(ctx, e) for e in ends]
     outputs = graph_outputs(info.graph)
@@ -142,7 +152,7 @@ def lower_for_loop(ctx: RuleContext, node: fx.Node) -> list[Any]:
         results = ctx.run_graph(int(graph_id), inputs)
         return written.current() + [_match_type(ctx.emit, r, c) for r, c in zip(results, loop_values)]
 
-    return written.bind(ctx.tile_loops(block_ids, begins, ends, steps, carried, body, jagged))
+    return written.bind(ctx.tile_loops(block_ids, begins, ends, steps, carried, body, ranges, jagged))
 
 
 @register_lowering(operator.getitem)

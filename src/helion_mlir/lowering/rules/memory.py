@@ -21,6 +21,20 @@ from torch import fx
 
 from ...errors import HelionMLIRError
 from ...mlir_types import PACKED_PAIR_DTYPES, element_type
+from ..bounds import (
+    all_of,
+    any_lane,
+    assumed_inside,
+    canonical_sizes,
+    check_message,
+    guard_positions,
+    guarded_update,
+    guarded_value,
+    in_range,
+    nonempty,
+    truthy,
+    window_inside,
+)
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..indexing import (
@@ -62,10 +76,14 @@ def _insert_element(emit: Emitter, element: str, dest: Tensor, coords: list[str]
 
 
 def _coordinates(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], index_of: Callable[[int], str],
-                 index_elements: dict[int, str]) -> list[str]:
-    """Host coordinates of the value lane at ``index_of`` (clamped in bounds; masked lanes are
-    discarded by the caller). ``index_elements`` maps access position -> index-tensor element."""
+                 index_elements: dict[int, str]) -> tuple[list[str], list[int]]:
+    """Host coordinates of the value lane at ``index_of``, and the host axes whose position
+    may lie outside the tensor (scalars not known inside, index-tensor elements, clipped
+    slices), which the caller guards (:func:`~..bounds.guard_positions`). Padding lanes of
+    another slice are clamped in bounds (the caller discards them). ``index_elements`` maps
+    access position -> index-tensor element."""
     coords: list[str] = []
+    guarded: list[int] = []
     out_dim = 0
     host_axis = 0
     for pos, a in enumerate(accesses):
@@ -79,20 +97,22 @@ def _coordinates(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], ind
             if a.step != 1:
                 scaled = emit.assign("lane", f"arith.muli {lane}, {emit.index(a.step).ssa} : index")
                 lane = scaled
-            pos_ssa = emit.assign("pos", f"arith.addi {emit.index(a.offset).ssa}, {lane} : index")
-            coords.append(clamp_index(emit, pos_ssa, host, host_axis) if a.padded else pos_ssa)
+            origin = a.base if a.base is not None else a.offset  # a clipped slice's lanes start at its base
+            pos_ssa = emit.assign("pos", f"arith.addi {emit.index(origin).ssa}, {lane} : index")
+            coords.append(_clamp_index(emit, pos_ssa, host, host_axis) if a.padded and a.inside else pos_ssa)
             out_dim += 1
         else:  # tensor
             assert a.index is not None
             raw = index_elements[pos]
-            as_index = emit.assign("idx", f"arith.index_cast {raw} : {element_type(a.index.dtype)} to index")
-            coords.append(clamp_index(emit, as_index, host, host_axis))
+            coords.append(emit.assign("idx", f"arith.index_cast {raw} : {element_type(a.index.dtype)} to index"))
             out_dim += a.index.rank
+        if not a.inside:
+            guarded.append(host_axis)
         host_axis += 1
-    return coords
+    return coords, guarded
 
 
-def clamp_index(emit: Emitter, ssa: str, host: Tensor, axis: int) -> str:
+def _clamp_index(emit: Emitter, ssa: str, host: Tensor, axis: int) -> str:
     """The ``index`` value ``ssa`` clamped into ``[0, size)`` of ``host``'s dimension ``axis``."""
     size = emit.index(emit.dim(host, axis))
     last = emit.assign("last", f"arith.subi {size.ssa}, {emit.index(1).ssa} : index")
@@ -121,48 +141,75 @@ def _index_tensor_maps(accesses: Sequence[DimAccess], rank: int) -> tuple[list[T
     return tensors, maps, which
 
 
-def gather(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], fill: Any = 0) -> Tensor:
-    """A load with tensor indices: one ``tensor.extract`` per lane inside a ``linalg.generic``."""
+def gather(ctx: RuleContext, host: Tensor, name: str, accesses: Sequence[DimAccess], mask: Tensor | None = None,
+           fill: Any = 0) -> Tensor:
+    """A load with tensor indices: one ``tensor.extract`` per lane inside a ``linalg.generic``.
+    Padding lanes, lanes ``mask`` (broadcastable to the value) turns off and lanes whose
+    position lies outside ``host`` read ``fill``; the generic runs only when the guarded
+    dimensions are not empty (or, with launch checks, a launch checks that they are not)."""
+    emit = ctx.emit
     out_shape = value_shape(accesses)
-    if out_shape and all(d == 1 for d in out_shape):
-        return _gather_one(emit, host, accesses, fill)
     rank = len(out_shape)
     tensors, maps, which = _index_tensor_maps(accesses, rank)
     dims = [f"d{i}" for i in range(rank)]
-    maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>")
-    init = emit.empty(out_shape, host.dtype, value_dynamic_sizes(emit, accesses))
-    result = Tensor(emit.fresh("gather"), tuple(out_shape), host.dtype)
-    ins = f" ins({', '.join(t.ssa for t in tensors)} : {', '.join(t.type for t in tensors)})" if tensors else ""
-    iterators = ", ".join(['"parallel"'] * rank)
-    header = (f"{result.ssa} = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iterators}]}}"
-              f"{ins} outs({init.ssa} : {init.type}) {{")
-    block_args = [emit.fresh("ix") for _ in tensors]
-    out_arg = emit.fresh("out")
-    decls = ", ".join([f"{b}: {element_type(t.dtype)}" for b, t in zip(block_args, tensors)] + [f"{out_arg}: {element_type(host.dtype)}"])
-    cache: dict[int, str] = {}
+    identity = f"affine_map<({', '.join(dims)}) -> ({', '.join(dims)})>"
+    if mask is not None:
+        tensors.append(mask)
+        maps.append(emit.broadcast_map(mask.shape, out_shape))
+    maps.append(identity)
+    guarded_axes = [axis for axis, a in enumerate(host_accesses(accesses)) if not a.inside]
+    dynamic = value_dynamic_sizes(emit, accesses)
 
-    def index_of(d: int) -> str:
-        if d not in cache:
-            cache[d] = emit.fresh("i")
-            emit.op(f"{cache[d]} = linalg.index {d} : index")
-        return cache[d]
+    def generic() -> Tensor:
+        init = emit.empty(out_shape, host.dtype, dynamic)
+        result = Tensor(emit.fresh("gather"), tuple(out_shape), host.dtype)
+        ins = f" ins({', '.join(t.ssa for t in tensors)} : {', '.join(t.type for t in tensors)})" if tensors else ""
+        iterators = ", ".join(['"parallel"'] * rank)
+        header = (f"{result.ssa} = linalg.generic {{indexing_maps = [{', '.join(maps)}], "
+                  f"iterator_types = [{iterators}]}}{ins} outs({init.ssa} : {init.type}) {{")
+        block_args = [emit.fresh("ix") for _ in tensors]
+        out_arg = emit.fresh("out")
+        decls = ", ".join([f"{b}: {element_type(t.dtype)}" for b, t in zip(block_args, tensors)]
+                          + [f"{out_arg}: {element_type(host.dtype)}"])
+        cache: dict[int, str] = {}
 
-    with emit.region(header, f"}} -> {result.type}"):
-        emit.block_header(decls)
-        coords = _coordinates(emit, host, accesses, index_of, {pos: block_args[i] for pos, i in which.items()})
-        elem = emit.assign("elt", f"tensor.extract {host.ssa}[{', '.join(coords)}] : {host.type}")
-        cond = valid_lane_condition(emit, accesses, index_of)
-        if cond is not None:
-            fill_c = emit.const(fill, element_type(host.dtype))
-            sel = emit.assign("sel", f"arith.select {cond}, {elem}, {fill_c.ssa} : {element_type(host.dtype)}")
-            elem = sel
-        emit.op(f"linalg.yield {elem} : {element_type(host.dtype)}")
-    return result
+        def index_of(d: int) -> str:
+            if d not in cache:
+                cache[d] = emit.assign("i", f"linalg.index {d} : index")
+            return cache[d]
+
+        with emit.region(header, f"}} -> {result.type}"):
+            emit.block_header(decls)
+            coords, guarded = _coordinates(emit, host, accesses, index_of,
+                                           {pos: block_args[i] for pos, i in which.items()})
+            lane = valid_lane_condition(emit, accesses, index_of)
+            if mask is not None:
+                on = truthy(emit, block_args[-1], mask.dtype)
+                lane = on if lane is None else emit.assign("on", f"arith.andi {lane}, {on} : i1")
+            coords, inside = guard_positions(emit, host, name, coords, guarded, lane)
+            elem = emit.assign("elt", f"tensor.extract {host.ssa}[{', '.join(coords)}] : {host.type}")
+            keep = all_of(emit, [c for c in (lane, inside) if c is not None])
+            if keep is not None:
+                fill_c = emit.const(fill, element_type(host.dtype))
+                elem = emit.assign("sel", f"arith.select {keep}, {elem}, {fill_c.ssa} : {element_type(host.dtype)}")
+            emit.op(f"linalg.yield {elem} : {element_type(host.dtype)}")
+        return result
+
+    def checked_at_launch(axis: int) -> bool:
+        return emit.launch_checks and assumed_inside(ctx, name, axis, 0, 1)
+
+    def one() -> Tensor:
+        return _gather_one(emit, host, name, accesses, mask, fill)
+
+    build = one if out_shape and all(d == 1 for d in out_shape) else generic
+    return guarded_value(emit, nonempty(emit, host, guarded_axes, checked_at_launch), build,
+                         lambda: emit.fill(out_shape, host.dtype, fill, dynamic), out_shape)
 
 
-def _gather_one(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], fill: Any) -> Tensor:
+def _gather_one(emit: Emitter, host: Tensor, name: str, accesses: Sequence[DimAccess], mask: Tensor | None,
+                fill: Any) -> Tensor:
     """A gather of one element as a one-element ``tensor.extract_slice`` at the coordinates
-    its indices give.
+    its indices give (moved to 0 where they lie outside, the element then read as ``fill``).
 
     Not a ``linalg.generic`` extracting the element: compilers fold its unit dimensions, and
     MLIR's linalg vectorizer turns a 0-d ``linalg.generic`` that computes with a
@@ -171,11 +218,18 @@ def _gather_one(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], fill
     (docs/downstream.md). The slice keeps the element in a tensor, whatever its type.
     """
     zero = emit.index(0).ssa
-    index_elements = {
-        pos: emit.assign("ie", f"tensor.extract {a.index.ssa}[{', '.join([zero] * a.index.rank)}] : {a.index.type}")
-        for pos, a in enumerate(accesses) if a.kind is AccessKind.TENSOR and a.index is not None
-    }
-    coords = _coordinates(emit, host, accesses, lambda _d: zero, index_elements)
+
+    def element(t: Tensor) -> str:
+        return emit.assign("ie", f"tensor.extract {t.ssa}[{', '.join([zero] * t.rank)}] : {t.type}")
+
+    index_elements = {pos: element(a.index) for pos, a in enumerate(accesses)
+                      if a.kind is AccessKind.TENSOR and a.index is not None}
+    coords, guarded = _coordinates(emit, host, accesses, lambda _d: zero, index_elements)
+    lane = valid_lane_condition(emit, accesses, lambda _d: zero)
+    if mask is not None:
+        on = truthy(emit, element(mask), mask.dtype)
+        lane = on if lane is None else emit.assign("on", f"arith.andi {lane}, {on} : i1")
+    coords, inside = guard_positions(emit, host, name, coords, guarded, lane)
     ones = ", ".join(["1"] * host.rank)
     scalar_type = f"tensor<{element_type(host.dtype)}>"
     piece = emit.assign("one", f"tensor.extract_slice {host.ssa}[{', '.join(coords)}] [{ones}] [{ones}]"
@@ -184,22 +238,102 @@ def _gather_one(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], fill
     result = Tensor(emit.fresh("gather"), shape, host.dtype)
     emit.op(f"{result.ssa} = tensor.expand_shape {piece} [] output_shape [{', '.join(['1'] * len(shape))}]"
             f" : {scalar_type} into {result.type}")
-    cond = valid_lane_condition(emit, accesses, lambda _d: zero)
-    if cond is None:
+    keep = all_of(emit, [c for c in (lane, inside) if c is not None])
+    if keep is None:
         return result
     fill_c = emit.const(fill, element_type(host.dtype))
 
     def body(args: list[str], _index: Callable[[int], str]) -> str:
-        return emit.assign("sel", f"arith.select {cond}, {args[0]}, {fill_c.ssa} : {element_type(host.dtype)}")
+        return emit.assign("sel", f"arith.select {keep}, {args[0]}, {fill_c.ssa} : {element_type(host.dtype)}")
 
     return emit.elementwise([result], result.shape, result.dtype, body, hint="masked")
 
 
-def load_value(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+def positions_inside(emit: Emitter, host: Tensor, name: str, accesses: Sequence[DimAccess],
+                     mask: Tensor | None = None) -> str | None:
+    """For an index of slices and scalars: an ``i1`` true when every scalar position not known
+    inside lies inside its dimension (None when there is none), which the access is guarded
+    by; a slice that may run outside is clipped instead (:func:`~..indexing.clipped_slice`).
+    In checked mode both are checked first, in every lane ``mask`` (broadcastable to the
+    value; None: every lane) leaves on."""
+    hosts = host_accesses(accesses)
+    oks = {axis: in_range(emit, a.offset, emit.dim(host, axis)) for axis, a in enumerate(hosts)
+           if a.kind is AccessKind.SCALAR and not a.inside}
+    if emit.checked:
+        _check_positions(emit, host, name, accesses, oks, mask)
+    return all_of(emit, list(oks.values()))
+
+
+def _check_positions(emit: Emitter, host: Tensor, name: str, accesses: Sequence[DimAccess], oks: dict[int, str],
+                     mask: Tensor | None) -> None:
+    """Checked mode: the scalar positions ``oks`` says are inside, and the lanes of each
+    clipped slice, must lie inside ``host`` wherever ``mask`` leaves a lane on."""
+    hosts = host_accesses(accesses)
+    windows: dict[int, int] = {}  # host axis of each clipped slice -> its value dim
+    value_dim = 0
+    host_axis = 0
+    for a in accesses:
+        if a.kind is AccessKind.SLICE and a.clipped:
+            windows[host_axis] = value_dim
+        value_dim += a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS)
+        host_axis += a.kind is not AccessKind.NEWAXIS
+    if mask is None:
+        for axis, ok in oks.items():
+            emit.check(ok, check_message(name, axis, emit.dim(host, axis)))
+        for axis in windows:
+            a = hosts[axis]
+            assert a.base is not None
+            size = emit.dim(host, axis)
+            emit.check(window_inside(emit, a.base, a.lanes, size), check_message(name, axis, size))
+        return
+
+    def lanes_on(outside_axis: int | None) -> str:
+        """Whether some lane is on (and, with ``outside_axis``, lies outside that dimension)."""
+        def body(args: list[str], index_of: Callable[[int], str]) -> str:
+            on = truthy(emit, args[0], mask.dtype)
+            lane = valid_lane_condition(emit, accesses, index_of)
+            if lane is not None:
+                on = emit.assign("on", f"arith.andi {lane}, {on} : i1")
+            if outside_axis is None:
+                return on
+            a = hosts[outside_axis]
+            lane_index = index_of(windows[outside_axis])
+            position = emit.assign("pos", f"arith.addi {emit.index(a.base).ssa}, {lane_index} : index")
+            inside = in_range(emit, position, emit.dim(host, outside_axis))
+            outside = emit.assign("out", f"arith.xori {inside}, {emit.const(True, 'i1').ssa} : i1")
+            return emit.assign("on", f"arith.andi {on}, {outside} : i1")
+
+        lanes = emit.elementwise([mask], value_shape(accesses), torch.bool, body, hint="on",
+                                 dynamic_sizes=value_dynamic_sizes(emit, accesses))
+        return any_lane(emit, lanes)
+
+    if oks:
+        off = emit.assign("off", f"arith.xori {lanes_on(None)}, {emit.const(True, 'i1').ssa} : i1")
+        for axis, ok in oks.items():
+            checked = emit.assign("checked", f"arith.ori {ok}, {off} : i1")
+            emit.check(checked, check_message(name, axis, emit.dim(host, axis)))
+    for axis in windows:
+        none_outside = emit.assign("none", f"arith.xori {lanes_on(axis)}, {emit.const(True, 'i1').ssa} : i1")
+        emit.check(none_outside, check_message(name, axis, emit.dim(host, axis)))
+
+
+def load_value(ctx: RuleContext, host: Tensor, name: str, accesses: Sequence[DimAccess],
+               mask: Tensor | None = None) -> Tensor:
+    """The value ``accesses`` address, positions outside ``host`` reading 0. ``mask``
+    (broadcastable to the value) says which lanes are on: a gather reads 0 in the others;
+    for slices and scalars it only says which lanes the checks of checked mode skip."""
+    emit = ctx.emit
     if any(a.kind is AccessKind.TENSOR for a in accesses):
-        return gather(emit, host, accesses)
-    valid = extract_valid(emit, host, accesses)
-    return add_new_axes(emit, pad_to_tile(emit, valid, accesses), accesses)
+        return gather(ctx, host, name, accesses, mask)
+    inside = positions_inside(emit, host, name, accesses, mask)
+
+    def load() -> Tensor:
+        valid = extract_valid(emit, host, accesses)
+        return add_new_axes(emit, pad_to_tile(emit, valid, accesses), accesses)
+
+    shape = value_shape(accesses)
+    return guarded_value(emit, inside, load, lambda: emit.fill(shape, host.dtype, 0, value_dynamic_sizes(emit, accesses)),
+                         shape)
 
 
 def _mask_for(emit: Emitter, mask: Tensor, value: Tensor) -> Tensor:
@@ -223,26 +357,21 @@ def _apply_extra_mask(emit: Emitter, value: Tensor, mask: Tensor | None, fill: A
     return emit.elementwise([value, mask], value.shape, value.dtype, body, hint="masked")
 
 
-def truthy(emit: Emitter, ssa: str, dtype: torch.dtype) -> str:
-    if dtype == torch.bool:
-        return ssa
-    lines_zero = emit.const(0, element_type(dtype))
-    out = emit.fresh("t")
-    pred = "cmpf une" if dtype.is_floating_point else "cmpi ne"
-    emit.op(f"{out} = arith.{pred}, {ssa}, {lines_zero.ssa} : {element_type(dtype)}")
-    return out
-
-
 def _mask_arg(ctx: RuleContext, node: fx.Node, position: int) -> Tensor | None:
     """The optional ``extra_mask`` operand at ``position``."""
     return ctx.tensor(node.args[position]) if len(node.args) > position and node.args[position] is not None else None
 
 
-def accesses_of(ctx: RuleContext, host: HostTensor, index: Any, value_arg: Any) -> list[DimAccess]:
-    """How ``index`` addresses ``host``, for a value shaped like ``value_arg``'s meta."""
+def accesses_of(ctx: RuleContext, host: HostTensor, index: Any, value_arg: Any, *,
+                masked: bool = False) -> list[DimAccess]:
+    """How ``index`` addresses ``host``, for a value shaped like ``value_arg``'s meta. With
+    launch checks, positions that depend on host values only may be checked inside at
+    launch instead of guarded, unless the access is ``masked`` (its ``extra_mask`` may keep
+    it inside)."""
     meta = value_arg.meta.get("val") if isinstance(value_arg, fx.Node) else None
     return resolve_index(ctx, host.value, index, list(meta.shape) if isinstance(meta, torch.Tensor) else None,
-                         specialized_sizes(ctx, host.name, host.value))
+                         specialized_sizes(ctx, host.name, host.value), canonical_sizes(ctx, host.name, host.value),
+                         host.name if ctx.emit.launch_checks and not masked else None)
 
 
 @register_lowering(memory_ops.load)
@@ -253,9 +382,15 @@ def lower_load(ctx: RuleContext, node: fx.Node) -> Tensor:
         if not isinstance(source, Tensor):
             raise HelionMLIRError("memory operations need a host tensor as their first argument")
         return subscript_value(ctx.emit, source, list(node.args[1]))
-    value = load_value(ctx.emit, host.value, accesses_of(ctx, host, node.args[1], node))
+    emit = ctx.emit
+    mask = _mask_arg(ctx, node, 2)
+    accesses = accesses_of(ctx, host, node.args[1], node, masked=mask is not None)
+    lanes = mask
+    if mask is not None and host.value.dtype in PACKED_PAIR_DTYPES:  # one entry per pair
+        lanes = expand_dims(emit, mask, [mask.rank])
+    value = load_value(ctx, host.value, host.name, accesses, lanes)
     value = mask_jagged(ctx, value_dims(node), value, 0)  # lanes past a jagged tile's row end read 0
-    return _apply_extra_mask(ctx.emit, value, _mask_arg(ctx, node, 2))
+    return _apply_extra_mask(emit, value, mask)
 
 
 def value_to_store(emit: Emitter, value: Any, host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
@@ -315,30 +450,36 @@ def _select_tensors(emit: Emitter, mask: Tensor, a: Tensor, b: Tensor) -> Tensor
 @register_lowering(memory_ops.store, writes=0)
 def lower_store(ctx: RuleContext, node: fx.Node) -> None:
     """``x[index] = value``: the destination's new value is the old one with the
-    addressed lanes replaced (in-bounds lanes of a tile; element by element for a scatter).
-    Lanes past a jagged tile's row end are not stored, as lanes ``extra_mask`` masks."""
+    addressed lanes replaced (in-bounds lanes of a tile; element by element for a scatter);
+    a store at a position outside the destination does nothing. Lanes past a jagged
+    tile's row end are not stored, as lanes ``extra_mask`` masks."""
     host = ctx.destination
     dest = host.value
     value_node = node.args[2]
-    accesses = accesses_of(ctx, host, node.args[1], value_node)
+    extra_mask = _mask_arg(ctx, node, 3)
+    accesses = accesses_of(ctx, host, node.args[1], value_node, masked=extra_mask is not None)
     if any(a.kind is AccessKind.NEWAXIS for a in accesses):
         raise HelionMLIRError("stores through a None (new axis) index are not supported")
     emit = ctx.emit
     value = value_to_store(emit, ctx.value(value_node), dest, accesses)
     dims = index_dims(ctx, node.args[1], value.rank)
-    extra_mask = _mask_arg(ctx, node, 3)
+    mask = emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
     if any(a.kind is AccessKind.TENSOR for a in accesses):
-        mask = emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
         mask = _and_masks(emit, mask, jagged_lane_mask(ctx, dims, value))
-        ctx.write(scatter(emit, dest, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0])
+        ctx.write(scatter(emit, dest, host.name, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0])
         return None
     valid = valid_region(emit, value, accesses)
-    if extra_mask is not None:
-        mask = valid_region(emit, emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape), accesses)
-        valid = _select_tensors(emit, mask, valid, extract_valid(emit, dest, accesses))
-    if jagged_condition(ctx, dims) is not None:
-        valid = mask_jagged(ctx, dims, valid, extract_valid(emit, dest, accesses))
-    ctx.write(insert_valid(emit, dest, valid, accesses))
+    on = valid_region(emit, mask, accesses) if mask is not None else None
+    inside = positions_inside(emit, dest, host.name, accesses, mask)
+    jagged = jagged_condition(ctx, dims) is not None
+
+    def store(current: list[Tensor]) -> list[Tensor]:
+        kept = valid if on is None else _select_tensors(emit, on, valid, extract_valid(emit, current[0], accesses))
+        if jagged:
+            kept = mask_jagged(ctx, dims, kept, extract_valid(emit, current[0], accesses))
+        return [insert_valid(emit, current[0], kept, accesses)]
+
+    ctx.write(guarded_update(emit, inside, store, [dest])[0])
     return None
 
 
@@ -356,11 +497,13 @@ def _and_masks(emit: Emitter, a: Tensor | None, b: Tensor | None) -> Tensor | No
 Combine = Callable[[str, str, str], str]
 
 
-def scatter(emit: Emitter, dest: Tensor, accesses: Sequence[DimAccess], value: Tensor, mask: Tensor | None,
-            combine: Combine, extra: Tensor | None = None, *, keep_old: bool = True) -> tuple[Tensor, Tensor | None]:
+def scatter(emit: Emitter, dest: Tensor, name: str, accesses: Sequence[DimAccess], value: Tensor,
+            mask: Tensor | None, combine: Combine, extra: Tensor | None = None, *,
+            keep_old: bool = True) -> tuple[Tensor, Tensor | None]:
     """Visit every in-bounds lane of ``value`` in order; write ``combine(old, new, extra)`` at its
-    host coordinates. Returns the new destination and, with ``keep_old``, a tile of the old
-    values (without it, no tile is built or carried through the lane loops)."""
+    host coordinates, unless they lie outside ``dest`` (the lane is skipped, its old value 0).
+    Returns the new destination and, with ``keep_old``, a tile of the old values (without
+    it, no tile is built or carried through the lane loops)."""
     shape = value_shape(accesses)
     elt = element_type(dest.dtype)
     olds = [emit.fill(shape, dest.dtype, 0, value_dynamic_sizes(emit, accesses))] if keep_old else []
@@ -390,26 +533,31 @@ def scatter(emit: Emitter, dest: Tensor, accesses: Sequence[DimAccess], value: T
                 out_dim += a.index.rank
             elif a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS):
                 out_dim += 1
-        coords = _coordinates(emit, cur_dest, accesses, lambda d: ivs[d].ssa, index_elements)
-        coord_text = ", ".join(coords)
-        new = emit.assign("new", f"tensor.extract {value.ssa}[{lanes}] : {value.type}")
-        old = emit.assign("old", f"tensor.extract {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
-        extra_elt = None
-        if extra is not None:
-            extra_elt = emit.assign("x", f"tensor.extract {extra.ssa}[{lanes}] : {extra.type}")
-        combined = combine(old, new, extra_elt or "")
+        coords, axes = _coordinates(emit, cur_dest, accesses, lambda d: ivs[d].ssa, index_elements)
+        on = None
         if mask is not None:
-            m = emit.assign("mk", f"tensor.extract {mask.ssa}[{lanes}] : {mask.type}")
-            cond = truthy(emit, m, mask.dtype)
-            keep = emit.assign("keep", f"arith.select {cond}, {combined}, {old} : {elt}")
-            combined = keep
-        stored = _insert_element(emit, combined, cur_dest, coords)
-        updated = [cur_dest.renamed(stored)]
-        if keep_old:
-            cur_olds = carried[1]
-            rec = emit.assign("rec", f"tensor.insert {old} into {cur_olds.ssa}[{lanes}] : {cur_olds.type}")
-            updated.append(Tensor(rec, cur_olds.shape, cur_olds.dtype))
-        return updated
+            on = truthy(emit, emit.assign("mk", f"tensor.extract {mask.ssa}[{lanes}] : {mask.type}"), mask.dtype)
+        inside = guard_positions(emit, cur_dest, name, coords, axes, on, redirect=False)[1]
+
+        def access(current: list[Any]) -> list[Any]:
+            cur_dest = current[0]
+            coord_text = ", ".join(coords)
+            new = emit.assign("new", f"tensor.extract {value.ssa}[{lanes}] : {value.type}")
+            old = emit.assign("old", f"tensor.extract {cur_dest.ssa}[{coord_text}] : {cur_dest.type}")
+            extra_elt = None
+            if extra is not None:
+                extra_elt = emit.assign("x", f"tensor.extract {extra.ssa}[{lanes}] : {extra.type}")
+            combined = combine(old, new, extra_elt or "")
+            if on is not None:
+                combined = emit.assign("keep", f"arith.select {on}, {combined}, {old} : {elt}")
+            updated = [cur_dest.renamed(_insert_element(emit, combined, cur_dest, coords))]
+            if keep_old:
+                cur_olds = current[1]
+                rec = emit.assign("rec", f"tensor.insert {old} into {cur_olds.ssa}[{lanes}] : {cur_olds.type}")
+                updated.append(Tensor(rec, cur_olds.shape, cur_olds.dtype))
+            return updated
+
+        return guarded_update(emit, inside, access, list(carried))
 
     result = nest(0, [], carried_in)
     return result[0], (result[1] if keep_old else None)

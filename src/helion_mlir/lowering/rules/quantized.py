@@ -8,7 +8,8 @@
   values, byte ``j`` carrying values ``2j`` (low nibble) and ``2j+1``; the op returns 16
   f16 tiles shaped like ``group_offsets``. ``hl.load_bfloat16_x16_to_float16`` reads 16
   consecutive bf16 values per group instead. Lanes the mask turns off read 0.0 (the GPU
-  code loads a zero word), and their offsets are clamped into the storage.
+  code loads a zero word), and so do lanes whose position lies outside the storage
+  (docs/abi.md, "Indices out of range"; checked mode checks them).
 
 Both loads are one ``linalg.generic`` over ``group_offsets.shape + [16]`` that reads the
 flattened storage with ``tensor.extract``, then 16 slices of its last dimension.
@@ -31,7 +32,7 @@ from ..emitter import Emitter
 from ..registry import register_lowering
 from ..values import Tensor
 from .dtype_casts import float4_in_byte, unpack_pair_halves
-from .memory import clamp_index, truthy
+from ..bounds import all_of, guard_positions, guarded_value, nonempty, truthy
 from .views import expand_dims
 
 _LANES = 16
@@ -57,20 +58,33 @@ def _storage(emit: Emitter, storage: Tensor) -> Tensor:
     return flat
 
 
-def _position(emit: Emitter, flat: Tensor, expression: str, *operands: str) -> str:
-    """``affine_map<(g, l) -> (expression)>`` applied to ``operands``, clamped into ``flat``."""
-    raw = emit.fresh("pos")
-    names = ", ".join("gl"[: len(operands)])
-    emit.op(f"{raw} = affine.apply affine_map<({names}) -> ({expression})>({', '.join(operands)})")
-    return clamp_index(emit, raw, flat, 0)
+class _Positions:
+    """The positions one lane reads in the flattened storage: each is compared with its size
+    (checked in checked mode where the lane is ``on``) and read at 0 when outside."""
+
+    def __init__(self, emit: Emitter, name: str, on: str | None) -> None:
+        self.emit, self.name, self.on = emit, name, on
+        self.inside: list[str] = []
+
+    def at(self, flat: Tensor, expression: str, *operands: str) -> str:
+        """``affine_map<(g, l) -> (expression)>`` applied to ``operands``, moved to 0 when outside ``flat``."""
+        raw = self.emit.assign("pos", f"affine.apply affine_map<({', '.join('gl'[: len(operands)])}) -> "
+                                      f"({expression})>({', '.join(operands)})")
+        [safe], inside = guard_positions(self.emit, flat, self.name, [raw], [0], self.on)
+        assert inside is not None
+        self.inside.append(inside)
+        return safe
 
 
 def _group_load(
-    ctx: RuleContext, node: fx.Node, decode: Callable[[Tensor, str, str], str]
+    ctx: RuleContext, node: fx.Node, decode: Callable[[Tensor, str, str, _Positions], str]
 ) -> tuple[Tensor, ...]:
-    """16 f16 tiles shaped like the group offsets; ``decode(flat, group, lane)`` emits the
-    f16 value of one lane (``group`` and ``lane`` are ``index`` SSA names)."""
+    """16 f16 tiles shaped like the group offsets; ``decode(flat, group, lane, positions)``
+    emits the f16 value of one lane (``group`` and ``lane`` are ``index`` SSA names),
+    reading the storage at ``positions.at(...)``."""
     emit = ctx.emit
+    host = ctx.host(node.args[0])
+    name = host.name if host is not None else "storage"
     flat = _storage(emit, ctx.tensor(node.args[0]))
     offsets = ctx.tensor(node.args[1])
     mask_arg = node.args[2] if len(node.args) > 2 else node.kwargs.get("extra_mask")
@@ -83,13 +97,20 @@ def _group_load(
 
     def body(args: list[str], index: Callable[[int], str]) -> str:
         group = emit.assign("group", f"arith.index_cast {args[0]} : {element_type(offsets.dtype)} to index")
-        value = decode(flat, group, index(len(shape) - 1))
-        if len(args) > 1:
-            masked = emit.assign("lane", f"arith.select {truthy(emit, args[1], inputs[1].dtype)}, {value}, {zero.ssa} : f16")
-            value = masked
-        return value
+        on = truthy(emit, args[1], inputs[1].dtype) if len(args) > 1 else None
+        positions = _Positions(emit, name, on)
+        value = decode(flat, group, index(len(shape) - 1), positions)
+        keep = all_of(emit, ([on] if on is not None else []) + positions.inside)
+        return emit.assign("lane", f"arith.select {keep}, {value}, {zero.ssa} : f16") if keep is not None else value
 
-    lanes = emit.elementwise(inputs, shape, torch.float16, body, hint="lanes")
+    dynamic = [emit.index(emit.dim(offsets, axis)) for axis, size in enumerate(offsets.shape) if size is None]
+
+    def load() -> Tensor:
+        return emit.elementwise(inputs, shape, torch.float16, body, hint="lanes", dynamic_sizes=dynamic)
+
+    # Empty storage: position 0 would lie outside it too.
+    lanes = guarded_value(emit, nonempty(emit, flat, [0]), load, lambda: emit.fill(shape, torch.float16, 0.0, dynamic),
+                          shape)
     return tuple(_lane(emit, lanes, i) for i in range(_LANES))
 
 
@@ -117,13 +138,15 @@ def _to_f16(emit: Emitter, ssa: str, mlir_type: str) -> str:
 def lower_load_float4_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]:
     emit = ctx.emit
 
-    def decode(flat: Tensor, group: str, lane: str) -> str:
+    def decode(flat: Tensor, group: str, lane: str, positions: _Positions) -> str:
         if flat.dtype in PACKED_PAIR_DTYPES:  # pairs flattened: one value per element
-            code = emit.assign("fp4", f"tensor.extract {flat.ssa}[{_position(emit, flat, 'g * 16 + l', group, lane)}] : {flat.type}")
+            at = positions.at(flat, "g * 16 + l", group, lane)
+            code = emit.assign("fp4", f"tensor.extract {flat.ssa}[{at}] : {flat.type}")
             return _to_f16(emit, code, element_type(flat.dtype))
         if flat.dtype not in (torch.uint8, torch.int8):
             raise HelionMLIRError(f"packed e2m1 storage must be uint8 or float4_e2m1fn_x2, got {flat.dtype}")
-        byte = emit.assign("byte", f"tensor.extract {flat.ssa}[{_position(emit, flat, 'g * 8 + l floordiv 2', group, lane)}] : {flat.type}")
+        at = positions.at(flat, "g * 8 + l floordiv 2", group, lane)
+        byte = emit.assign("byte", f"tensor.extract {flat.ssa}[{at}] : {flat.type}")
         shift = emit.fresh("shift")  # the odd lane of a byte is its high nibble
         emit.op(f"{shift} = affine.apply affine_map<(l) -> ((l mod 2) * 4)>({lane})")
         return _to_f16(emit, float4_in_byte(emit, byte, shift, "f4E2M1FN"), "f4E2M1FN")
@@ -135,10 +158,11 @@ def lower_load_float4_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]
 def lower_load_bfloat16_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]:
     emit = ctx.emit
 
-    def decode(flat: Tensor, group: str, lane: str) -> str:
+    def decode(flat: Tensor, group: str, lane: str, positions: _Positions) -> str:
         if flat.dtype != torch.bfloat16:
             raise HelionMLIRError(f"the storage must be bfloat16, got {flat.dtype}")
-        value = emit.assign("bf16", f"tensor.extract {flat.ssa}[{_position(emit, flat, 'g * 16 + l', group, lane)}] : {flat.type}")
+        at = positions.at(flat, "g * 16 + l", group, lane)
+        value = emit.assign("bf16", f"tensor.extract {flat.ssa}[{at}] : {flat.type}")
         return _to_f16(emit, value, "bf16")
 
     return _group_load(ctx, node, decode)

@@ -92,8 +92,8 @@ class CandidateKernel(CompiledKernel):
         self._worker = worker
         super().__init__(model, output_type=output_type, pipeline=Pipeline.FAST, threads=threads)
 
-    def _build_function(self, pipeline: Pipeline, threads: int | None) -> RemoteFunction:
-        module = CandidateModule(self.mlir, self.model.name, self.output_type, pipeline, threads or 1, in_place=True)
+    def _build_function(self, text: str, pipeline: Pipeline, threads: int | None) -> RemoteFunction:
+        module = CandidateModule(text, self.model.name, self.output_type, pipeline, threads or 1, in_place=True)
         # The worker compiles while this process prepares the host code and the next candidates.
         return self._worker.compile(module, wait=False)
 
@@ -102,8 +102,8 @@ class CandidateKernel(CompiledKernel):
         """Equal for candidates that compile to the same code."""
         return self.function.key
 
-    def _run_function(self, call: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
-        return self.function(*call, allocated=_allocated_by_host(call, args, self.function.held_by, self.model.args))
+    def _run_function(self, function: RemoteFunction, call: list[Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return function(*call, allocated=_allocated_by_host(call, args, function.held_by, self.model.args))
 
 
 def _allocated_by_host(call: Sequence[Any], args: tuple[Any, ...], held_by: Sequence[int | None],
