@@ -69,6 +69,7 @@ from ..rewrites.interleaved_pairs import move_pairs_contiguously
 from ..rewrites.libm_expm1 import call_libm_for_expm1
 from ..rewrites.local_accumulators import accumulate_in_local_buffers
 from ..rewrites.low_precision_floats import emulate_low_precision_floats
+from ..rewrites.parallel_insertions import order_parallel_insertions
 from ..rewrites.polynomial_exp import expand_exponentials
 from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
 from ..rewrites.reduce_across_lanes import reduce_across_lanes
@@ -258,8 +259,10 @@ FAST: tuple[Step, ...] = (
     rewrite(store_yields_in_carried_buffers),
     boundary(ModuleLowering.store_results_in_destinations, when=IN_PLACE),
     rewrite(accumulate_in_local_buffers),
+    *passes("eliminate-empty-tensors"),  # empty tensors inserted into a destination are computed in it
+    # A parallel tile's insertion whose value was computed in another output's slice goes first.
+    rewrite(order_parallel_insertions),
     *passes(
-        "eliminate-empty-tensors",  # empty tensors inserted into a destination are computed in it
         _ONE_SHOT_BUFFERIZE,
         # Equal subviews become one, so that the copies of a buffer into itself that
         # bufferization leaves after computing in place fold away.
