@@ -22,6 +22,9 @@ from helion_mlir.runtime.compiled_kernel import compile_kernel
 from helion_mlir.lowering.values import Tensor
 from helion_mlir.lowering.rules.aten import vtensor_type
 from helion_mlir.importer.normalize import node_inputs
+from helion_mlir.inliner.lexer import strip_locations
+from helion_mlir.mlir_context import mlir_session
+from helion_mlir.verify import parse_module
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -34,7 +37,15 @@ def load(name: str):
     return module
 
 
-def show_one_node(example: str) -> None:
+def _result_types(text: str) -> list[str]:
+    """The result types of the function torch-mlir imported (the one with a body)."""
+    with mlir_session():
+        module = parse_module(text)
+        function = next(op for op in module.body.operations if len(op.regions[0].blocks))
+        return [str(t) for t in function.type.results]
+
+
+def show_one_node(example: str, debug_info: bool) -> None:
     mod = load(example)
     bound = mod.KERNEL.bind(mod.make_args("ragged"))
     node = next(
@@ -51,18 +62,19 @@ def show_one_node(example: str) -> None:
             builder.reserve(f"%in{i}")
             value = Tensor(f"%in{i}", tuple(t.shape), t.dtype)
             args.append(f"%in{i}: {vtensor_type(value) if kind is OutputType.RAW else value.type}")
-        with builder.block(f"func.func @{node.name}_{kind.value.replace('-', '_')}({', '.join(args)}) {{"):
-            inline_torch_mlir_output(text, [f"%in{i}" for i in range(len(inputs))], builder)
-            builder.emit("return")
+        types = ", ".join(_result_types(text))
+        with builder.block(f"func.func @{node.name}_{kind.value.replace('-', '_')}({', '.join(args)}) -> ({types}) {{"):
+            results = inline_torch_mlir_output(text, [f"%in{i}" for i in range(len(inputs))], builder)
+            builder.emit(f"return {', '.join(results)} : {types}")
         module = helion_mlir.verify_module_text(builder.render())
-        print(f"-- {kind.value} (verified)\n{module}")
+        print(f"-- {kind.value} (verified)\n{module if debug_info else strip_locations(module)}")
 
 
-def show_kernel(example: str, output_type: str) -> None:
+def show_kernel(example: str, output_type: str, debug_info: bool) -> None:
     mod = load(example)
     args = mod.make_args("ragged")
     started = time.perf_counter()
-    text = generate_mlir(mod.KERNEL.bind(args), output_type=output_type)
+    text = generate_mlir(mod.KERNEL.bind(args), output_type=output_type, debug_info=debug_info)
     emitted = time.perf_counter() - started
     print(f"== 2. examples/{example}.py lowered to {output_type}: {len(text.splitlines())} lines, "
           f"emitted and verified in {emitted * 1e3:.0f} ms")
@@ -85,9 +97,11 @@ def main() -> None:
     parser.add_argument("--example", default="attention", help="example kernel to lower and run (default: attention)")
     parser.add_argument("--node-example", default="layer_norm", help="example whose first ATen node step 1 shows")
     parser.add_argument("--output-type", default="linalg-on-tensors", choices=[t.value for t in OutputType])
+    parser.add_argument("--debug-info", action="store_true",
+                        help="print each op's source location, loc(...) (as MLIR's --mlir-print-debuginfo)")
     options = parser.parse_args()
-    show_one_node(options.node_example)
-    show_kernel(options.example, options.output_type)
+    show_one_node(options.node_example, options.debug_info)
+    show_kernel(options.example, options.output_type, options.debug_info)
 
 
 if __name__ == "__main__":

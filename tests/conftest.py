@@ -120,3 +120,8 @@ def tuning_run_worker(tuning_worker: JITWorker, tmp_path: Path, monkeypatch: pyt
                  helion_backend.LEGACY_DEFAULT_CONFIG_ENV):
         monkeypatch.delenv(name, raising=False)
     return tuning_worker
+
+
+# tests/data/conformance/ is a stand-in Helion checkout that test_conformance_runner.py runs;
+# its test module is not one of this suite's.
+collect_ignore_glob = ["data/*"]

@@ -18,8 +18,10 @@ import helion
 import torch
 from torch.utils._pytree import tree_map
 
+from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.reference import reference_kernel as ref_mode_kernel
 from helion_mlir.runtime.reference import register_cpu_matmul_dtype_overloads
+from helion_mlir.verify import parse_module
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 SHAPE_KINDS = ("divisible", "ragged")
@@ -31,12 +33,9 @@ SHAPE_KINDS = ("divisible", "ragged")
 KNOWN_NUMERIC_GAPS = {
     ("fp8_quantize", "tosa"): "torch-mlir lowers x / s to x * reciprocal(s) in tosa: one f32 ulp off, which moves "
     "a few values across an fp8 rounding boundary",
-    ("int_divmod", "stablehlo"): "torch-mlir lowers aten.remainder to stablehlo.remainder (truncated, not floored)",
 }
 # (example, output type) pairs the bundled MLIR cannot run at all (an ExecutionError).
-KNOWN_RUN_GAPS = {
-    ("int_divmod", "raw"): "the bundled MLIR cannot legalize torch.aten.fmod.Scalar with a runtime divisor",
-}
+KNOWN_RUN_GAPS: dict[tuple[str, str], str] = {}
 # Kernels Helion itself refuses to bind with static_shapes=False.
 HELION_NEEDS_STATIC_SHAPES = frozenset({"group_norm"})
 
@@ -148,6 +147,48 @@ def _reference_mode_results(module: ModuleType, shape: str) -> tuple[Any, Any]:
     expected = module.reference(*clone_args(args), **clone_kwargs(kwargs))
     result = ref_mode_kernel(module.KERNEL)(*args, **kwargs)
     return result, expected
+
+
+# Ops whose regions run once per call or per tile (their f64 values are the host's scalars),
+# as against the bodies of tensor ops, which compute per element.
+_SCALAR_REGION_OPS = frozenset({"builtin.module", "func.func", "scf.for", "scf.if", "scf.while", "scf.execute_region"})
+
+
+def f64_computations(text: str) -> list[str]:
+    """The ops of a module that compute in f64 on tensors: an f64 tensor operand or result,
+    or an f64 value inside a tensor op's body (a ``linalg.generic`` extending its elements).
+
+    Scalar f64 values outside tensor ops are Python floats, as the kernel's own host code
+    computes them (a ``float`` argument, ``1.0 / n``), and are not counted.
+    """
+    found: list[str] = []
+
+    def f64(value_type: Any) -> bool:
+        spelled = str(value_type)
+        return spelled == "f64" or ("tensor" in spelled and "f64" in spelled)
+
+    def walk(operation: Any, in_tensor_op: bool) -> None:
+        types = [v.type for v in operation.results] + [v.type for v in operation.operands]
+        tensors = [t for t in types if f64(t) and str(t) != "f64"]
+        if tensors or (in_tensor_op and any(f64(t) for t in types)):
+            found.append(operation.operation.get_asm(enable_debug_info=False).splitlines()[0][:200])
+        inner = in_tensor_op or operation.operation.name not in _SCALAR_REGION_OPS
+        for region in operation.regions:
+            for block in region.blocks:
+                for child in block.operations:
+                    walk(child, inner)
+
+    with mlir_session():
+        walk(parse_module(text).operation, False)
+    return found
+
+
+def uses_float64(bound: Any, args: tuple[Any, ...]) -> bool:
+    """Whether a kernel has float64 tensors: an argument, or a value its device code computes."""
+    if any(isinstance(a, torch.Tensor) and a.dtype == torch.float64 for a in args):
+        return True
+    return any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dtype == torch.float64
+               for graph in device_graphs(bound) for n in graph.graph.nodes)
 
 
 def device_graphs(bound: Any) -> list[Any]:

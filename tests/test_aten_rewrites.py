@@ -3,7 +3,8 @@
 ``prims.iota`` with a runtime start, ``aten.scalar_tensor`` of a runtime scalar, and
 ``aten.mean.dim`` with ``dtype=`` or over a dynamic dimension: torch-mlir's tosa backend
 refuses them (and for a mean over a dynamic dimension with ``dtype=`` divided by a wrong
-count), its linalg and stablehlo backends refuse a mean with ``dtype=``. FileCheck pins
+count), its linalg and stablehlo backends refuse a mean with ``dtype=``; integer ``aten.neg``:
+its linalg backend negates through f32, its tosa backend refuses int64. FileCheck pins
 the forms emitted instead; the numbers are compared with torch for every output type,
 also with ``static_shapes=False``.
 """
@@ -12,17 +13,19 @@ from __future__ import annotations
 
 import functools
 import string
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from examples_util import clone_args, dynamic_shapes_kernel, load_example_by_name
+from examples_util import clone_args, dynamic_shapes_kernel, load_example, load_example_by_name
 from filecheck_util import run_filecheck
 
 from helion_mlir import compile_kernel, generate_mlir
 
 SSA = "[A-Za-z0-9_#]+"
 OUTPUT_TYPES = ["linalg-on-tensors", "tosa", "stablehlo", "raw"]
+NODE_KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "node_kernels.py")
 
 
 def filecheck(text: str, patterns: str) -> None:
@@ -148,3 +151,23 @@ def test_bfloat16_window_means_compile_and_match_torch(output_type: str) -> None
     (x,) = module.make_args("ragged", torch.bfloat16)
     got = compile_kernel(module.KERNEL.bind((x,)), output_type=output_type)(x.clone())
     torch.testing.assert_close(got, module.reference(x), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8])
+@pytest.mark.parametrize("output_type", OUTPUT_TYPES)
+def test_integer_negation_is_exact_at_every_magnitude(output_type: str, dtype: torch.dtype) -> None:
+    """``0 - x`` in the integer type, wrapping at the minimum as torch does; through f32 (torch-mlir's
+    linalg lowering) every magnitude above 2^24 moved, and the largest became the smallest."""
+    info = torch.iinfo(dtype)
+    x = torch.tensor([info.max, info.min, info.min + 1, 0, -1, 3] + [2**24 + 1, -(2**31) + 7] * (info.bits >= 32)
+                     + [5] * 9, dtype=dtype)
+    compiled = compile_kernel(NODE_KERNELS.negate.bind((x,)), output_type=output_type)
+    assert torch.equal(compiled(x), -x)
+    if output_type == "linalg-on-tensors":
+        filecheck(compiled.mlir, """
+            // CHECK:      %[[ZERO:$V]] = arith.constant 0 : i${BITS}
+            // CHECK:      linalg.generic
+            // CHECK-NEXT:   ^bb0(%[[IN:$V]]: i${BITS}
+            // CHECK-NEXT:     arith.subi %[[ZERO]], %[[IN]] : i${BITS}
+            // CHECK-NOT:  sitofp
+        """.replace("${BITS}", str(info.bits)))

@@ -143,7 +143,8 @@ def test_run_exits_1_when_results_differ(monkeypatch, capsys) -> None:
     assert "mismatch: 1 of 1 output(s) differ" in out
 
 
-def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_file: Path, capsys) -> None:
+def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_file: Path, capsys,
+                                                            monkeypatch) -> None:
     for name in ("add.py", "exp.py"):
         shutil.copy(ROOT / "examples" / name, tmp_path / name)
     (tmp_path / "broken.py").write_text("import helion\ndef f(:\n")
@@ -160,10 +161,13 @@ def test_check_tables_good_failing_broken_and_skipped_files(tmp_path: Path, asm_
     assert "inline assembly is specific to a GPU back end" in rows[f"{asm_file}:asm_copy"]
     assert f"{asm_file}:{ASM_LINE}" in rows[f"{asm_file}:asm_copy"]
     assert "import failed: SyntaxError" in rows[str(tmp_path / "broken.py")]
-    assert "skipped: no arguments (define make_args, or pass --args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
+    assert "skipped: no arguments (define make_args(), or pass --args)" in rows[f"{tmp_path / 'no_args.py'}:asm_copy"]
     assert "2 passed, 2 failed, 1 skipped" in captured.out
     assert "hint: express the operation with torch ops" in captured.out  # the full failure message
-    assert "3/3" in captured.err  # the progress bar
+    assert "3/3" not in captured.err  # no progress bar drawn into a pipe or file
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["check", str(tmp_path / "add.py")]) == 0
+    assert "1/1" in capsys.readouterr().err  # on a terminal, the progress bar
 
 
 def test_check_leaves_out_virtual_environments_installed_packages_and_build_folders(tmp_path: Path, capsys) -> None:
@@ -379,7 +383,7 @@ def test_a_kernel_without_arguments_names_its_parameters(scaled_file: Path, caps
 def test_check_exits_1_when_no_kernel_has_arguments_and_takes_args(scaled_file: Path, capsys) -> None:
     assert main(["check", str(scaled_file)]) == 1
     out = capsys.readouterr().out
-    assert "skipped: no arguments (define make_args, or pass --args)" in out
+    assert "skipped: no arguments (define make_args(), or pass --args)" in out
     assert "nothing was checked: no kernel has arguments" in out
     assert main(["check", str(scaled_file), "--args", "f32[16,48], f32[48], scale=2", "--run"]) == 0
     rows = check_rows(capsys.readouterr().out)
@@ -411,6 +415,88 @@ def test_check_finds_imported_kernels_with_make_kwargs_once(tmp_path: Path, caps
     assert "1 passed, 0 failed, 0 skipped" in out
     assert main(["emit", str(tmp_path / "uses.py")]) == 0
     assert "%x: tensor<16x48xf32>" in capsys.readouterr().out  # make_args() of the importing file
+
+
+# Three kernels in one file: two with example arguments of their own, one without.
+SEVERAL_KERNELS = textwrap.dedent(
+    """\
+    import torch
+    import helion
+    import helion.language as hl
+
+
+    @helion.kernel(config=helion.Config(block_sizes=[16, 32]))
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tm, tn in hl.tile(out.size()):
+            out[tm, tn] = x[tm, tn] + y[tm, tn]
+        return out
+
+
+    @helion.kernel(config=helion.Config(block_sizes=[16]))
+    def row_scale(x: torch.Tensor, scale: float = 2.0) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tm in hl.tile(x.size(0)):
+            out[tm, :] = x[tm, :] * scale
+        return out
+
+
+    @helion.kernel(config=helion.Config(block_sizes=[16]))
+    def negate(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        for tm in hl.tile(x.size(0)):
+            out[tm] = -x[tm]
+        return out
+
+
+    def make_args_add(shape="divisible"):
+        rows = 64 if shape == "divisible" else 50
+        return torch.randn(rows, 40), torch.randn(rows, 40)
+
+
+    def make_args_row_scale(shape="divisible"):
+        return (torch.randn(48, 24),)
+
+
+    def make_kwargs_row_scale(shape="divisible"):
+        return {"scale": 0.5}
+    """
+)
+
+
+def test_a_file_with_several_kernels_gives_each_its_arguments_by_name(tmp_path: Path, capsys) -> None:
+    """make_args_<kernel> / make_kwargs_<kernel> per kernel, and --args 'KERNEL: ...' per kernel,
+    in check, run and emit; a kernel with neither is skipped with what to write."""
+    path = tmp_path / "several.py"
+    path.write_text(SEVERAL_KERNELS)
+    assert main(["check", str(path), "--run", "--shape", "ragged"]) == 0
+    captured = capsys.readouterr()
+    rows = check_rows(captured.out)
+    for name in ("add", "row_scale"):
+        assert rows[f"{path}:{name}"].split()[1:6] == ["linalg-on-tensors", rows[f"{path}:{name}"].split()[2],
+                                                        "yes", "yes", "yes"]
+    assert ("skipped: no arguments (define make_args_negate(), or pass --args 'negate: ...')"
+            in rows[f"{path}:negate"])
+    assert "2 passed, 0 failed, 1 skipped" in captured.out
+    assert "[#" not in captured.err  # no progress bar drawn into a pipe
+
+    assert main(["check", str(path), "--run", "--args", "negate: f32[33]", "--args", "add: f32[8,8], f32[8,8]"]) == 0
+    out = capsys.readouterr().out
+    assert "3 passed, 0 failed, 0 skipped" in out
+    assert main(["run", f"{path}:row_scale"]) == 0
+    assert "args: x=f32[48,24], scale=0.5" in capsys.readouterr().out  # make_kwargs_row_scale
+    assert main(["emit", f"{path}:add"]) == 0
+    assert "%x: tensor<64x40xf32>" in capsys.readouterr().out  # make_args_add
+    assert main(["emit", f"{path}:negate", "--args", "add: f32[2,2], f32[2,2]", "--args", "negate: f32[5]"]) == 0
+    assert "%x: tensor<5xf32>" in capsys.readouterr().out
+
+    assert main(["check", str(path), "--args", "negat: f32[33]"]) == 2
+    assert "--args names kernel 'negat', which is not a kernel of the files checked (did you mean 'negate'?)" \
+        in capsys.readouterr().err
+    assert main(["emit", f"{path}:negate"]) == 2
+    assert "needs arguments: pass --args, or define make_args_negate() in" in capsys.readouterr().err
+    assert main(["emit", f"{path}:negate", "--args", "negate: f32[4]", "--args", "negate: f32[8]"]) == 2
+    assert "--args given twice for kernel 'negate'" in capsys.readouterr().err
 
 
 def test_ops_of_a_kernel_lists_its_ops_and_where_each_output_type_stops(asm_file: Path, capsys) -> None:

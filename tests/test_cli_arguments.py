@@ -146,6 +146,17 @@ def test_a_syntax_error_points_at_the_column_the_user_wrote() -> None:
     assert parse_call("").positional == () and parse_call("  # a comment").keywords == ()
 
 
+def test_a_kernel_name_before_a_colon_says_which_kernel_the_arguments_are_for() -> None:
+    call = parse_call("rms_norm: f32[64,512], f32[512], eps=1e-5")
+    assert call.kernel == "rms_norm" and len(call.positional) == 2 and [k for k, _ in call.keywords] == ["eps"]
+    assert parse_call(" negate :f32[4]").kernel == "negate" and parse_call("reset:").positional == ()
+    # Arguments that merely contain a colon name no kernel.
+    for text in ("f32[4], eps=1e-5", "lambda: 0", "n := 3", "{'a': 1}", "x[1:2]"):
+        assert parse_call(text).kernel is None, text
+    with pytest.raises(CallSyntaxError, match="invalid syntax"):
+        parse_call("add: swiglu: f32[4]")  # one kernel per --args
+
+
 STARTUP = textwrap.dedent(
     """\
     import contextlib, io, sys

@@ -40,8 +40,6 @@ OUTPUT_TYPES = ["linalg-on-tensors", "stablehlo", "raw", "tosa"]
 # Known gaps of IREE 3.13 (docs/downstream.md): each maps to a pattern of the error it gives,
 # so that a gap that disappears or fails otherwise fails its test.
 KNOWN_COMPILE_GAPS = {
-    # Neither IREE's bundled torch-mlir nor the JIT's legalizes it.
-    ("int_divmod", "raw"): r"failed to legalize operation 'torch\.aten\.fmod\.Scalar'",
     # The kernel converts to int64; IREE validates TOSA against the spec's profiles, none of
     # which has a cast to or from i64 (torch-mlir's TOSA checks no profile).
     ("histogram", "tosa"): r"'tosa\.cast' op illegal: .* got \(f32,i64\)",

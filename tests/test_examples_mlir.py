@@ -18,8 +18,10 @@ from examples_util import (
     dynamic_shapes_kernel,
     example_call,
     example_names,
+    f64_computations,
     load_example_by_name,
     register_cpu_matmul_dtype_overloads,
+    uses_float64,
 )
 
 from helion_mlir import BatchReport, KernelCase, OutputType, check_kernels, generate_mlir
@@ -72,6 +74,8 @@ def test_example_runs_on_cpu_and_matches_reference(name: str, output_type: str, 
         return
     compiled = compile_kernel(bound, output_type=output_type)
     _assert_writes_before_reading(compiled.mlir, f"{name} [{output_type}, {shape}]")
+    if not uses_float64(bound, args):  # statistics, integer division: in the kernel's own precision
+        assert f64_computations(compiled.mlir) == [], f"{name} [{output_type}] computes in f64"
     got = compiled(*_clone(args), **clone_kwargs(kwargs))  # called like the kernel, keywords included
     expected = mod.reference(*_clone(args), **clone_kwargs(kwargs))
     if key in KNOWN_NUMERIC_GAPS:

@@ -254,6 +254,9 @@ EXPECTED: dict[str, set[str]] = {
         "ReductionLoopGraphInfo", "aten.rsqrt.default", "aten.sum.dim_IntList",
         "_tracing_ops._mask_to", "prims.convert_element_type.default",
     },
+    "residual_layer_norm": {
+        "aten.var_mean.correction", "aten.rsqrt.default", "aten.add.Tensor", "prims.convert_element_type.default",
+    },
     "linear_gelu_tanh": {
         "_gelu_tanh_approx._gelu_tanh_approx", "matmul_ops.dot", "_tracing_ops._for_loop", "view_ops.subscript",
     },

@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import helion
 import pytest
 import torch
 from examples_util import load_example
@@ -310,3 +311,27 @@ def test_grouped_float4_load_reads_nibbles_of_the_flattened_bytes() -> None:
         // CHECK: -> tensor<4x16x16xf16>
         // CHECK: tensor.extract_slice %{{.*}}[0, 0, 15] [4, 16, 1] [1, 1, 1] : tensor<4x16x16xf16> to tensor<4x16xf16>
     """)
+
+
+@functools.cache
+def _tosa_converter(source: torch.dtype, target: torch.dtype, static_shapes: bool) -> CompiledKernel:
+    kernel = helion.kernel(KERNELS.convert_rows.fn, config=helion.Config(block_sizes=[8]), static_shapes=static_shapes)
+    example = (torch.zeros(20, 14, dtype=source), torch.zeros(20, 14, dtype=target))
+    return compile_kernel(kernel.bind(example), output_type="tosa")
+
+
+@pytest.mark.parametrize(("source", "target", "static_shapes"), [
+    (torch.float32, torch.bfloat16, False), (torch.bfloat16, torch.float32, False), (torch.float32, torch.int8, False),
+    (torch.float16, torch.bfloat16, False), (torch.int64, torch.float32, False), (torch.int32, torch.bool, False),
+    (torch.bfloat16, torch.float16, True),
+])
+def test_tosa_converts_like_torch_with_dynamic_sizes_and_between_half_types(
+        source: torch.dtype, target: torch.dtype, static_shapes: bool) -> None:
+    """torch-mlir's tosa form of ``.to`` refuses a tile of dynamic width ("failed to legalize
+    'torch.aten.to.dtype'"), and tosa-to-linalg refuses a float16 <-> bfloat16 cast: both
+    are converted with torch's rules here, truncation toward zero included."""
+    values = torch.tensor([-2.7, -1.5, -0.5, 0.0, 0.3, 0.5, 1.5, 2.5, 100.9, -100.9, 127.4, -128.0, 7.0, 1e-3])
+    x = (values.repeat(20)[:280].view(20, 14) * (1 if source.is_floating_point else 10)).to(source)
+    compiled = _tosa_converter(source, target, static_shapes)
+    assert ("x?x" in compiled.mlir) != static_shapes  # tiles of dynamic width
+    assert torch.equal(compiled(x, torch.empty(20, 14, dtype=target)), x.to(target))

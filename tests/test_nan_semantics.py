@@ -130,7 +130,8 @@ def test_row_maxima_minima_and_their_first_positions_match_torch(output_type: st
 @EXAMPLES
 @given(x=floats_with_specials())
 def test_rolled_row_reductions_match_torch(output_type: str, pipeline: str, x: torch.Tensor) -> None:
-    _check_rows(_compiled("row_extremes", output_type, pipeline, "rolled")(x), x)
+    # zip in _check_rows stops at the six results; hl.reduce keeps Helion from rolling a row
+    _check_rows(_compiled("rollable_row_extremes", output_type, pipeline, "rolled")(x), x)
 
 
 @pytest.mark.parametrize("output_type", OUTPUT_TYPES)

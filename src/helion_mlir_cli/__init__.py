@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .parser import build_parser
+from .parser import build_parser, check_arguments_options
 
 __all__ = ["main", "build_parser"]
 
@@ -24,6 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         options = parser.parse_args(argv)
+        check_arguments_options(parser, options)
     except SystemExit as stop:  # argparse has printed the help or the usage error
         return stop.code if isinstance(stop.code, int) else EXIT_OK if stop.code is None else EXIT_USAGE
     # Imported here, after parsing, for start-up time only (there is no import cycle):

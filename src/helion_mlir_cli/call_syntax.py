@@ -4,12 +4,17 @@
 ``kernel(...)``; :func:`parse_call` only parses it (``ast``), so a syntax error is reported
 before the command imports torch. :mod:`helion_mlir.cli.arguments` evaluates the parsed
 expressions against the kernel's signature.
+
+``--args 'rms_norm: f32[64,512], f32[512]'`` gives the arguments of the kernel named before
+the colon (for a file with several kernels). A call's argument list never starts with
+``NAME:``, so the prefix cannot be mistaken for an argument.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import keyword
 import re
 
 __all__ = ["DTYPE_NAMES", "INT_RANGE", "CallArguments", "CallSyntaxError", "parse_call"]
@@ -21,6 +26,9 @@ DTYPE_NAMES = ("f32", "f64", "bf16", "f16", "f8e4m3fn", "f8e5m2", "i64", "i32", 
 # Random integer tensors hold values in [low, high): small and non-negative, so that they
 # are valid indices and divisors in typical kernels.
 INT_RANGE = (0, 16)
+
+# ``KERNEL:`` before the arguments (not ``NAME:=``, an assignment expression).
+_KERNEL_PREFIX = re.compile(r"\s*([A-Za-z_]\w*)\s*:(?!=)")
 
 # ``f32[]`` (a 0-d tensor) is not Python; it is read as ``f32[()]``.
 _ZERO_DIM = re.compile(rf"\b({'|'.join(DTYPE_NAMES)})\[\s*\]")
@@ -48,11 +56,13 @@ class CallSyntaxError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class CallArguments:
-    """The parsed ``--args``: positional expressions, then ``(name, expression)`` pairs."""
+    """The parsed ``--args``: positional expressions, then ``(name, expression)`` pairs, and
+    the kernel they are for when the text starts with ``KERNEL:`` (else None: any kernel)."""
 
     text: str
     positional: tuple[ast.expr, ...]
     keywords: tuple[tuple[str, ast.expr], ...]
+    kernel: str | None = None
 
     def source(self, expression: ast.expr) -> str:
         """How the user wrote ``expression`` (for messages)."""
@@ -60,8 +70,13 @@ class CallArguments:
 
 
 def parse_call(text: str) -> CallArguments:
-    """Parse ``text`` as the arguments of a call; raise :class:`CallSyntaxError` otherwise."""
-    source, columns = _spell_zero_dim(text)
+    """Parse ``text`` as the arguments of a call, optionally after ``KERNEL:``; raise
+    :class:`CallSyntaxError` otherwise."""
+    prefix = _KERNEL_PREFIX.match(text)
+    kernel = prefix.group(1) if prefix is not None and not keyword.iskeyword(prefix.group(1)) else None
+    start = prefix.end() if kernel is not None else 0  # ``lambda: 0`` is an argument, not a kernel
+    source, columns = _spell_zero_dim(text[start:])
+    columns = [start + column for column in columns]
     wrapped = f"_({source}\n)"  # the newline lets a trailing comment end before ')'
     try:
         tree = ast.parse(wrapped, mode="eval")
@@ -82,7 +97,7 @@ def parse_call(text: str) -> CallArguments:
     for name in names:
         if names.count(name) > 1:
             raise CallSyntaxError(f"keyword argument repeated: {name}")
-    for keyword in call.keywords:
-        if keyword.arg is None:
-            raise CallSyntaxError(f"'**' unpacking is not supported: **{ast.unparse(keyword.value)}")
-    return CallArguments(text, tuple(call.args), tuple((k.arg, k.value) for k in call.keywords))
+    for given in call.keywords:
+        if given.arg is None:
+            raise CallSyntaxError(f"'**' unpacking is not supported: **{ast.unparse(given.value)}")
+    return CallArguments(text, tuple(call.args), tuple((k.arg, k.value) for k in call.keywords), kernel)

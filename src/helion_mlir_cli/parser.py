@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .call_syntax import DTYPE_NAMES, INT_RANGE, CallArguments, CallSyntaxError, parse_call
 
-__all__ = ["DUMP_PIPELINE_VARIABLE", "OUTPUT_TYPES", "RUNTIMES", "build_parser"]
+__all__ = ["DUMP_PIPELINE_VARIABLE", "OUTPUT_TYPES", "RUNTIMES", "build_parser", "check_arguments_options"]
 
 OUTPUT_TYPES = ("raw", "linalg-on-tensors", "tosa", "stablehlo")
 RUNTIMES = ("jit", "iree")
@@ -32,7 +32,11 @@ then NAME=VALUE; parameters left out take their defaults. Each value is one of
                              kernel's file defines are in scope
 Quote the whole --args for the shell, and strings inside it with the other quote:
   --args 'f32[64,512], f32[512], eps=1e-5, mode="mean"'
-Without --args, the arguments come from the file's make_args() and make_kwargs().
+For a file with several kernels, name the kernel before a colon, once per kernel:
+  --args 'rms_norm: f32[64,512], f32[512]' --args 'swiglu: bf16[64,512], bf16[64,512]'
+Without --args, a kernel's arguments come from its file's make_args_KERNEL() and
+make_kwargs_KERNEL() (one pair per kernel, for a file with several), else from the
+file's make_args() and make_kwargs().
 """
 
 CONFIG_HELP = """\
@@ -76,8 +80,9 @@ examples:
 Every *.py file under the given folders is imported (folders starting with '.',
 __pycache__, build output and virtual environments are left out). The kernels of a file
 are those it defines, or if it defines none, those it imports. A kernel's arguments come
-from --args when given, otherwise from its file's make_args(SHAPE) and make_kwargs(SHAPE);
-a kernel without them is skipped. A file that fails to import is a failure.
+from --args when given ('KERNEL: ...' for one kernel, without a name for every other),
+otherwise from its file's make_args_KERNEL(SHAPE) and make_kwargs_KERNEL(SHAPE), else
+make_args(SHAPE) and make_kwargs(SHAPE); a kernel without them is skipped. A file that fails to import is a failure.
 Exit status: 0 when every kernel checked passed, 1 when one failed or when nothing
 could be checked (every kernel skipped), 2 for bad usage.
 --iree adds a column per output type: whether IREE compiles the module (llvm-cpu, this CPU),
@@ -173,6 +178,17 @@ def call_arguments(text: str) -> CallArguments:
         raise argparse.ArgumentTypeError(f"{err}\n(see --help for the syntax)") from None
 
 
+def check_arguments_options(parser: argparse.ArgumentParser, options: argparse.Namespace) -> None:
+    """Refuse ``--args`` given twice for one kernel, or twice without a kernel name
+    (argparse's usage error: exit status 2)."""
+    seen: set[str | None] = set()
+    for call in getattr(options, "args", None) or ():
+        if call.kernel in seen:
+            twice = f"for kernel '{call.kernel}'" if call.kernel else "without a kernel name"
+            parser.error(f"--args given twice {twice}; name each kernel once: --args 'KERNEL: ...'")
+        seen.add(call.kernel)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand (each ``--help`` ends with examples)."""
     raw = argparse.RawDescriptionHelpFormatter
@@ -192,8 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
     output_help = f"output type: {', '.join(OUTPUT_TYPES)} (linalg for short)"
 
     def add_arguments_options(sub: argparse.ArgumentParser, what: str) -> None:
-        sub.add_argument("--args", metavar="ARGS", type=call_arguments,
-                         help=f"the arguments of {what} as in a Python call, e.g. 'f32[128,256], eps=1e-5' (below)")
+        sub.add_argument("--args", metavar="[KERNEL:]ARGS", type=call_arguments, action="append",
+                         help=f"the arguments of {what} as in a Python call, e.g. 'f32[128,256], eps=1e-5'; "
+                              "'KERNEL: ...' for one kernel of a file with several, repeated per kernel (below)")
         sub.add_argument("--seed", type=int, default=0, help="seed of the random tensors (default: 0)")
 
     def add_kernel_arguments(sub: argparse.ArgumentParser) -> None:

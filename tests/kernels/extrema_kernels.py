@@ -64,6 +64,27 @@ def row_extremes(
     return top, bottom, best, best_at, lowest_at, probs, reduced
 
 
+@helion.kernel(config=helion.Config(block_sizes=[4]))
+def rollable_row_extremes(
+    x: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``row_extremes`` without its ``hl.reduce``, which keeps Helion from rolling the row into a loop."""
+    rows, cols = x.size()
+    top, bottom, best = (torch.empty([rows], dtype=x.dtype, device=x.device) for _ in range(3))
+    best_at, lowest_at = (torch.empty([rows], dtype=torch.int64, device=x.device) for _ in range(2))
+    probs = torch.empty_like(x)
+    for tile in hl.tile(rows):
+        row = x[tile, :]
+        top[tile] = torch.amax(row, dim=-1)
+        bottom[tile] = torch.amin(row, dim=-1)
+        value, index = torch.max(row, dim=-1)
+        best[tile] = value
+        best_at[tile] = index
+        lowest_at[tile] = torch.argmin(row, dim=-1)
+        probs[tile, :] = torch.softmax(row, dim=-1)
+    return top, bottom, best, best_at, lowest_at, probs
+
+
 def row_extremes_reference(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     best, best_at = torch.max(x, dim=-1)
     return (torch.amax(x, dim=-1), torch.amin(x, dim=-1), best, best_at, torch.argmin(x, dim=-1),

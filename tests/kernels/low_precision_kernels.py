@@ -16,6 +16,14 @@ def convert(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@helion.kernel(config=helion.Config(block_sizes=[8]))
+def convert_rows(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``x.to(out.dtype)`` of whole rows: with dynamic shapes, a tile of dynamic width."""
+    for tile in hl.tile(x.size(0)):
+        out[tile, :] = x[tile, :].to(out.dtype)
+    return out
+
+
 @helion.kernel(config=helion.Config(block_sizes=[256]))
 def store_converts(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """The store converts to the destination's dtype (no node of its own)."""
@@ -95,7 +103,7 @@ def float8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@helion.kernel(config=helion.Config(block_sizes=[16, 16, 32]))
+@helion.kernel(config=helion.Config(block_sizes=[16, 16]))
 def float8_addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``torch.addmm`` with a float8 bias and float8 operands over one K tile."""
     m, _ = a.size()

@@ -46,3 +46,12 @@ def row_max_kernel(x: torch.Tensor) -> torch.Tensor:
         values, indices = torch.max(x[tile_r, :], dim=1)
         out[tile_r] = indices + values.to(torch.int64)
     return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[16]))
+def negate(x: torch.Tensor) -> torch.Tensor:
+    """``-x``, integers included (Helion's Philox generator negates int64 values)."""
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = -x[tile]
+    return out

@@ -31,6 +31,7 @@ from ..errors import HelionMLIRError
 __all__ = [
     "ArgumentsError",
     "DTYPES",
+    "argument_makers",
     "arguments_from_file",
     "describe_call",
     "describe_parameters",
@@ -148,13 +149,37 @@ def _unknown_name_hint(expression: ast.expr, name: str) -> str:
     return f'; a string is written in quotes: "{name}"'
 
 
-def arguments_from_file(module: types.ModuleType, kernel: helion.Kernel, shape: str | None = None) -> tuple[Any, ...]:
-    """The full argument tuple from the file's ``make_args()`` and, when it has one,
-    ``make_kwargs()`` (both called with ``shape`` when given)."""
+def argument_makers(module: types.ModuleType, kernel: helion.Kernel,
+                    name: str | None = None) -> tuple[str, Callable[..., Any], Callable[..., Any] | None] | None:
+    """The file's functions that make ``kernel``'s arguments: ``(name, make_args, make_kwargs
+    or None)``, or None when it has none.
+
+    A file with several kernels gives each its own ``make_args_<kernel>`` (and
+    ``make_kwargs_<kernel>``), ``<kernel>`` being the name the file gives the kernel or its
+    function's name; otherwise ``make_args`` (and ``make_kwargs``) serve every kernel.
+    """
+    for suffix in dict.fromkeys(n for n in (name, kernel.fn.__name__) if n):
+        make_args = getattr(module, f"make_args_{suffix}", None)
+        if callable(make_args):
+            make_kwargs = getattr(module, f"make_kwargs_{suffix}", None)
+            return f"make_args_{suffix}", make_args, make_kwargs if callable(make_kwargs) else None
+    make_args, make_kwargs = getattr(module, "make_args", None), getattr(module, "make_kwargs", None)
+    if callable(make_args):
+        return "make_args", make_args, make_kwargs if callable(make_kwargs) else None
+    return None
+
+
+def arguments_from_file(module: types.ModuleType, kernel: helion.Kernel, shape: str | None = None, *,
+                        name: str | None = None) -> tuple[Any, ...]:
+    """The full argument tuple from the file's :func:`argument_makers` (called with
+    ``shape`` when given)."""
+    makers = argument_makers(module, kernel, name)
+    if makers is None:
+        raise ArgumentsError(f"{getattr(module, '__file__', module.__name__)} defines no make_args")
     given = (shape,) if shape is not None else ()
-    make_kwargs = getattr(module, "make_kwargs", None)
-    args = tuple(module.make_args(*given))
-    kwargs = dict(make_kwargs(*given)) if callable(make_kwargs) else {}
+    _, make_args, make_kwargs = makers
+    args = tuple(make_args(*given))
+    kwargs = dict(make_kwargs(*given)) if make_kwargs is not None else {}
     return _bind(kernel, args, kwargs, fit=False)
 
 

@@ -19,7 +19,8 @@ from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError, first_line
 from .kernel_loading import KernelFileError, find_kernels, load_module
 from .ops import table
 from .run import RunOutcome, run_and_compare, run_on_iree_and_compare
-from .targets import kernel_arguments
+from .arguments import argument_makers
+from .targets import arguments_option, check_named_arguments, kernel_arguments, missing_arguments_hint
 
 
 @dataclasses.dataclass
@@ -92,6 +93,7 @@ def _collect_kernels(options: argparse.Namespace) -> list[CheckRow | KernelCase]
     entries: list[CheckRow | KernelCase] = []
     checked: set[tuple[str, str]] = set()
     skipped: list[tuple[tuple[str, str], CheckRow]] = []
+    found: list[tuple[str, helion.Kernel]] = []
     for file, label in _collect_files(options.paths):
         try:
             module = load_module(file)
@@ -103,7 +105,8 @@ def _collect_kernels(options: argparse.Namespace) -> list[CheckRow | KernelCase]
             continue
         try:  # a module's __getattr__ may raise anything
             kernels = find_kernels(module)
-            has_arguments = options.args is not None or callable(getattr(module, "make_args", None))
+            with_arguments = {name for name, kernel in kernels.items() if arguments_option(options, name, kernel)
+                              or argument_makers(module, kernel, name)}
         except (Exception, SystemExit) as err:
             reason = f"reading the module failed: {type(err).__name__}: {err}"
             entries.append(CheckRow(label, reason=first_line(reason), failed=True, details=reason))
@@ -111,13 +114,16 @@ def _collect_kernels(options: argparse.Namespace) -> list[CheckRow | KernelCase]
             continue
         for name, kernel in kernels.items():
             kernel_label = f"{label}:{name}"
-            if not has_arguments:
-                row = CheckRow(kernel_label, reason="skipped: no arguments (define make_args, or pass --args)")
+            found.append((name, kernel))
+            if name not in with_arguments:
+                named = f" '{name}: ...'" if len(kernels) > 1 else ""
+                reason = f"skipped: no arguments (define {missing_arguments_hint(module, name)}, or pass --args{named})"
+                row = CheckRow(kernel_label, reason=reason)
                 skipped.append((_kernel_key(kernel), row))
                 entries.append(row)
                 continue
             try:
-                args = kernel_arguments(options, module, kernel, shape=options.shape, where=label)
+                args = kernel_arguments(options, module, kernel, name=name, shape=options.shape, where=label)
             except CommandError as err:
                 entries.append(CheckRow(kernel_label, reason=first_line(err.message), failed=True,
                                         details=err.message))
@@ -125,6 +131,7 @@ def _collect_kernels(options: argparse.Namespace) -> list[CheckRow | KernelCase]
                 continue
             checked.add(_kernel_key(kernel))
             entries.append(KernelCase(kernel_label, kernel, args))
+    check_named_arguments(options, found, "the files checked")
     checked_elsewhere = {id(row) for key, row in skipped if key in checked}
     return [entry for entry in entries if id(entry) not in checked_elsewhere]
 
@@ -159,7 +166,8 @@ def check_command(options: argparse.Namespace) -> int:
                 outcomes[(result.label, result.output_type)] = StageError("compare", err)
                 _show_traceback(err, options.debug)
 
-    report = check_kernels(list(cases.values()), output_types, progress=sys.stderr, on_result=run_verified)
+    progress = sys.stderr if sys.stderr.isatty() else None  # a bar drawn into a pipe or file is noise
+    report = check_kernels(list(cases.values()), output_types, progress=progress, on_result=run_verified)
     results: dict[str, list[KernelResult]] = {}
     for result in report.results:
         results.setdefault(result.label, []).append(result)
@@ -174,7 +182,8 @@ def check_command(options: argparse.Namespace) -> int:
                 rows.append(row)
     _print_check_report(rows, options.run, options.iree)
     if not cases:
-        print("nothing was checked: no kernel has arguments (define make_args(shape) in its file, or pass --args)")
+        print("nothing was checked: no kernel has arguments (define make_args(shape) in its file, or "
+              "make_args_KERNEL(shape) per kernel in a file with several; or pass --args)")
         return EXIT_FAILED
     return EXIT_FAILED if any(row.failed for row in rows) else EXIT_OK
 

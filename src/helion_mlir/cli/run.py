@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import inspect
+import shlex
 import time
 import traceback
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import torch
 from ..errors import ExecutionError
 from ..output_type import OutputType
 from ..runtime.compiled_kernel import CompiledKernel, compile_kernel
+from ..runtime.default_config_hint import suggesting
 from ..runtime.host_code import GENERATED_HOST_CODE
 from ..runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
 from .arguments import describe_value
@@ -215,10 +217,14 @@ def run_command(options: argparse.Namespace) -> int:
     checked = ", checked" if options.checked else ""
     print(f"kernel {target.name} ({target.path}), output type {output_type}, runtime {options.runtime}{checked}")
     print(f"args: {target.describe_args()}")
+    # The kernel's arguments as given here (make_args serve tune as they serve run).
+    tune = " ".join(["helion-mlir tune", shlex.quote(options.target),
+                     *(f"--args {shlex.quote(call.text)}" for call in options.args or ())])
     try:
-        outcome = run_and_compare(target.kernel, target.args, output_type=output_type,
-                                  config=target.config, rtol=options.rtol, atol=options.atol,
-                                  runtime=options.runtime, checked=options.checked)
+        with suggesting(tune):
+            outcome = run_and_compare(target.kernel, target.args, output_type=output_type,
+                                      config=target.config, rtol=options.rtol, atol=options.atol,
+                                      runtime=options.runtime, checked=options.checked)
     except StageError as err:
         raise stage_failure(err, target, output_type) from err.error
     rows = [

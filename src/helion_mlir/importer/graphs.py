@@ -30,6 +30,7 @@ from .normalize import (
 from .rewrites import (
     aten_call,
     decomposition_for,
+    rewritten_before_import,
     scalar_tensor_dtype,
     torch_mlir_has_op,
 )
@@ -194,7 +195,8 @@ def build_recipe(node: fx.Node, values: Sequence[InputValue], own_values: bool, 
     call = aten_call(node.target, tuple(args), dict(kwargs))
     _check_required_tensors(node, call)
     target = call[0]
-    if not torch_mlir_has_op(target, ctx):
+    operands = fx.map_arg(call[1], lambda p: fake_of.get(p, p))
+    if not torch_mlir_has_op(target, ctx) or rewritten_before_import(target, operands):
         decomposed = decomposed_graph(node, call, fake_of, mode, ctx)
         return NodeRecipe(node, call, fake_of, mode, decomposed, True)
     values_of = dict(fake_of)

@@ -92,6 +92,76 @@ def _integer_power(base: torch.Tensor, exponent: Any) -> Any:
     return result
 
 
+def _numeric_operands(*operands: Any, floats: bool) -> bool:
+    """One operand is a tensor, every tensor holds integers (or floats, with ``floats``), and
+    every other operand is a number of that kind (Python or symbolic)."""
+    tensors = [x for x in operands if isinstance(x, torch.Tensor)]
+    numbers = [x for x in operands if not isinstance(x, torch.Tensor)]
+    kinds = (int, torch.SymInt, float, torch.SymFloat) if floats else (int, torch.SymInt)
+    tensors_fit = all(t.dtype != torch.bool and (floats or not t.dtype.is_floating_point) for t in tensors)
+    numbers_fit = all(isinstance(x, kinds) and not isinstance(x, bool) for x in numbers)
+    return bool(tensors) and tensors_fit and numbers_fit
+
+
+def _as_tensor_beside(value: Any, other: torch.Tensor) -> torch.Tensor:
+    """A Python int operand as a traced 0-d tensor that promotes as the wrapped number would."""
+    if isinstance(value, torch.Tensor):
+        return value
+    return aten.new_full.default(other, [], value, dtype=scalar_tensor_dtype(value, [other.dtype]))
+
+
+def _floor_fix(remainder: torch.Tensor, divisor: torch.Tensor) -> torch.Tensor:
+    """Where a truncated quotient is one above the floored one: a remainder that is not zero
+    and whose sign differs from the divisor's."""
+    # logical_xor, not ne: TOSA's profiles compare no booleans (IREE refuses tosa.equal on i1).
+    signs_differ = aten.logical_xor.default(aten.lt.Scalar(remainder, 0), aten.lt.Scalar(divisor, 0))
+    return aten.logical_and.default(aten.ne.Scalar(remainder, 0), signs_differ)
+
+
+def _integer_floor_division(a: Any, b: Any, *, rounding_mode: str | None = None) -> Any:
+    """``a // b`` on integers from the truncated quotient, in integers throughout.
+
+    torch-mlir's linalg and stablehlo forms divide in f64, which is inexact past 2**53
+    (and puts f64 into modules of integer kernels); truncating division is exact in every
+    output type, and the floored quotient is one less where the remainder's sign differs
+    from the divisor's (Python's and torch's definition).
+    """
+    if rounding_mode != "floor" or not _numeric_operands(a, b, floats=False):
+        return NotImplemented
+    tensor = a if isinstance(a, torch.Tensor) else b
+    a, b = _as_tensor_beside(a, tensor), _as_tensor_beside(b, tensor)
+    quotient = aten.div.Tensor_mode(a, b, rounding_mode="trunc")
+    remainder = aten.sub.Tensor(a, aten.mul.Tensor(quotient, b))
+    return aten.where.self(_floor_fix(remainder, b), aten.sub.Scalar(quotient, 1), quotient)
+
+
+def _remainder(a: Any, b: Any) -> Any:
+    """``a % b`` (the divisor's sign), as torch computes it: the truncated remainder plus the
+    divisor where their signs differ. torch-mlir's stablehlo form is the truncated remainder
+    alone (``stablehlo.remainder``), and its tosa form of an integer one was wrong for large
+    operands; the truncated remainder is ``fmod`` for floats and ``a - trunc(a / b) * b`` for
+    integers."""
+    if not _numeric_operands(a, b, floats=True):
+        return NotImplemented
+    tensor = a if isinstance(a, torch.Tensor) else b
+    a, b = _as_tensor_beside(a, tensor), _as_tensor_beside(b, tensor)
+    if a.dtype.is_floating_point or b.dtype.is_floating_point:
+        truncated = aten.fmod.Tensor(a, b)
+    else:
+        truncated = aten.sub.Tensor(a, aten.mul.Tensor(aten.div.Tensor_mode(a, b, rounding_mode="trunc"), b))
+    return aten.where.self(_floor_fix(truncated, b), aten.add.Tensor(truncated, b), truncated)
+
+
+def _integer_fmod(a: Any, b: Any) -> Any:
+    """``torch.fmod`` of integers (the dividend's sign), ``a - trunc(a / b) * b``: the
+    bundled MLIR cannot legalize raw ``aten.fmod.Scalar`` with a run-time divisor."""
+    if not _numeric_operands(a, b, floats=False):
+        return NotImplemented
+    tensor = a if isinstance(a, torch.Tensor) else b
+    a, b = _as_tensor_beside(a, tensor), _as_tensor_beside(b, tensor)
+    return aten.sub.Tensor(a, aten.mul.Tensor(aten.div.Tensor_mode(a, b, rounding_mode="trunc"), b))
+
+
 def _iota_as_arange(
     length: Any, *, start: Any, step: Any, dtype: torch.dtype, device: Any, requires_grad: bool
 ) -> torch.Tensor:
@@ -109,7 +179,21 @@ _EXACT_REWRITES: dict[Any, Callable[..., Any]] = {
     aten.baddbmm.dtype: _matmul_in_out_dtype(aten.baddbmm.default, 3),
     aten.remainder.Scalar_Tensor: _remainder_scalar_tensor,
     aten.pow.Tensor_Scalar: _integer_power,
+    aten.div.Tensor_mode: _integer_floor_division,
+    aten.remainder.Tensor: _remainder,
+    aten.remainder.Scalar: _remainder,
+    aten.fmod.Tensor: _integer_fmod,
+    aten.fmod.Scalar: _integer_fmod,
 }
+
+
+def rewritten_before_import(target: Any, operands: Sequence[Any]) -> bool:
+    """Whether ``target`` on these operand values goes through its exact rewrite above even
+    though torch-mlir has the op: floor division and ``fmod`` of integers, remainder of numbers."""
+    if target in (aten.div.Tensor_mode, aten.fmod.Tensor, aten.fmod.Scalar):
+        return _numeric_operands(*operands[:2], floats=False)
+    return target in (aten.remainder.Tensor, aten.remainder.Scalar) and _numeric_operands(*operands[:2], floats=True)
+
 
 _REGISTERED: dict[Any, bool] = {}
 

@@ -28,7 +28,7 @@ from .deferred_inline import DeferredInliner
 from .emitter import Emitter
 from .kernel_model import KernelModel
 from .registry import Effects, LoweringRule
-from .values import HostRef, HostTensor, Scalar, Tensor, Tile, Value
+from .values import HostRef, HostTensor, JaggedEnds, Scalar, Tensor, Tile, Value
 
 if TYPE_CHECKING:
     from .kernel_state import CarriedTensors, KernelState
@@ -169,10 +169,11 @@ class RuleContext:
 
     def tile_loops(self, block_ids: Sequence[int], begins: Sequence[Any], ends: Sequence[Any],
                    steps: Sequence[int | None], carried: list[Value],
-                   body: Callable[[list[Value]], Sequence[Value]]) -> list[Value]:
+                   body: Callable[[list[Value]], Sequence[Value]],
+                   jagged: Mapping[int, JaggedEnds] | None = None) -> list[Value]:
         """A nest of ``scf.for`` over the tiles of ``block_ids`` carrying ``carried``;
-        ``body(current) -> next`` runs with the tiles active."""
-        return self._state.tile_loops(block_ids, begins, ends, steps, carried, body)
+        ``body(current) -> next`` runs with the tiles active (``jagged``: the ends of jagged tiles)."""
+        return self._state.tile_loops(block_ids, begins, ends, steps, carried, body, jagged)
 
     def override(self, node: fx.Node, rule: LoweringRule) -> None:
         """Lower ``node`` with ``rule`` instead of its own for the rest of the emission

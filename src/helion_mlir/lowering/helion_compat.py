@@ -19,7 +19,7 @@ from typing import Any
 from helion._compiler import inductor_lowering
 from torch import fx
 
-from . import tensor_reads
+from . import helion_warnings, tensor_reads
 
 __all__ = ["install", "original_args", "ORIGINAL_ARGS_KEY"]
 
@@ -28,12 +28,14 @@ _INSTALLED = False
 
 
 def install() -> None:
-    """Wrap Helion's per-node lowering preparation once per process, and record the values
-    host code reads from tensor data (:mod:`.tensor_reads`)."""
+    """Wrap Helion's per-node lowering preparation once per process, record the values
+    host code reads from tensor data (:mod:`.tensor_reads`), and report Helion's warnings
+    once per kernel (:mod:`.helion_warnings`)."""
     global _INSTALLED
     if _INSTALLED:
         return
     tensor_reads.install()
+    helion_warnings.install()
     prepare = inductor_lowering.prepare_node_lowering
 
     @functools.wraps(prepare)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import logging
 import weakref
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ import helion
 import sympy
 import torch
 from helion._compiler.compile_environment import ReductionLoopBlockSizeSource
-from helion.language import _tracing_ops
+from helion.language import _tracing_ops, random_ops
 from torch import fx
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
@@ -39,9 +40,17 @@ from .registry import called_graph_ids, effects_of
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 from .tensor_reads import refuse_lost_reads
 
-__all__ = ["ArgKind", "KernelModel", "FunctionArg", "LoopDim", "RootLoop", "host_tensor_name"]
+__all__ = [
+    "RNG_SEED_BUFFER", "RNG_SEED_HOST_NAME", "ArgKind", "KernelModel", "FunctionArg", "LoopDim", "RootLoop",
+    "host_tensor_name",
+]
 
 log = logging.getLogger(__name__)
+
+#: The argument holding a launch's RNG seeds (see :meth:`KernelModel.rng_seed_count`), named
+#: as Helion's device function names it, and the host code's variable for it.
+RNG_SEED_BUFFER = "rng_seed_buffer"
+RNG_SEED_HOST_NAME = "_rng_seed_buffer"
 
 # Per kernel (its device IR), the graphs built for its most recently used configs: emissions
 # of one config share them (compile_kernel's model and generate_mlir's), while an autotuner
@@ -287,8 +296,33 @@ class KernelModel:
                 args.append(FunctionArg(hname, ArgKind.TENSOR, tensor_type(_static_shape(fake), fake.dtype), fake,
                                         written=hname in written, is_kernel_param=False, origin=origin,
                                         ssa_name=ssa_name))
+        if self.rng_seed_count:
+            args.append(self._rng_seed_arg({a.name for a in args}))
         results = [a.name for a in args if a.kind is ArgKind.TENSOR and a.written]
         return args, results
+
+    @functools.cached_property
+    def rng_seed_count(self) -> int:
+        """How many seeds the device code reads (``_rng_seed(i)`` of ``torch.rand_like``,
+        ``torch.randn`` and the like inside the loops): Helion's host code draws that many
+        from torch's generator at each call (``inductor_prims.seeds``), as its reference mode
+        does, and passes them in one int64 tensor."""
+        slots = [int(node.args[0]) for gid in self.reachable_graph_ids for node in self.graphs[gid].graph.nodes
+                 if node.op == "call_function" and node.target is random_ops._rng_seed]
+        return max(slots) + 1 if slots else 0
+
+    def _rng_seed_arg(self, taken: set[str]) -> FunctionArg:
+        fake = torch.empty(self.rng_seed_count, dtype=torch.int64, device="meta")
+        name = RNG_SEED_BUFFER
+        while name in taken:  # Helion's device function renames it likewise
+            name += "_"
+        return FunctionArg(name, ArgKind.TENSOR, tensor_type(_static_shape(fake), fake.dtype), fake,
+                           is_kernel_param=False, aliases=(RNG_SEED_HOST_NAME,))
+
+    @property
+    def rng_seed_buffer(self) -> str | None:
+        """The name of the seed buffer argument, if the device code reads seeds."""
+        return next((a.name for a in self.args if RNG_SEED_HOST_NAME in a.aliases), None)
 
     def _per_call_scalars(self, taken: set[str], tensors: list[torch.Tensor]) -> list[FunctionArg]:
         """Scalar arguments for the per-call host values the device code reads (host locals,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -26,7 +26,7 @@ from .host_values import is_module_level
 from .kernel_model import ArgKind, KernelModel
 from .loops import emit_tile_loops
 from .symbolic import TileProperty, emit_sympy, tile_scalar
-from .values import Scalar, Tensor, Tile, Value
+from .values import JaggedEnds, Scalar, Tensor, Tile, Value
 
 __all__ = ["CarriedTensors", "KernelState"]
 
@@ -95,9 +95,10 @@ class KernelState:
 
     def tile_loops(self, block_ids: Sequence[int], begins: Sequence[Any], ends: Sequence[Any],
                    steps: Sequence[int | None], carried: list[Value],
-                   body: Callable[[list[Value]], Sequence[Value]]) -> list[Value]:
+                   body: Callable[[list[Value]], Sequence[Value]],
+                   jagged: Mapping[int, JaggedEnds] | None = None) -> list[Value]:
         """A nest of ``scf.for`` over the tiles of ``block_ids`` (see :func:`emit_tile_loops`)."""
-        return emit_tile_loops(self, block_ids, begins, ends, steps, carried, body)
+        return emit_tile_loops(self, block_ids, begins, ends, steps, carried, body, jagged)
 
     def static_shape(self, meta: torch.Tensor) -> list[int | None]:
         """The shape a value described by ``meta`` has here: tile dims take their static tile size."""

@@ -4,10 +4,11 @@ for device loops and rolled reductions (by the rules, through their context)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .values import Scalar, Tile, Value
+from .values import JaggedEnds, Scalar, Tile, Value
 
 if TYPE_CHECKING:
     from .kernel_state import KernelState
@@ -35,15 +36,18 @@ def emit_tile_loops(
     steps: Sequence[int | None],
     carried: list[Value],
     body: Callable[[list[Value]], Sequence[Value]],
+    jagged: Mapping[int, JaggedEnds] | None = None,
 ) -> list[Value]:
     """A nest of ``scf.for`` over the tiles of ``block_ids``; ``body(carried) -> next``.
 
     Each level activates its :class:`Tile` (static size from the config; extent clipped
     with ``arith.minsi`` unless the range is known to divide evenly). A runtime block size
-    steps the loop by an ``index`` value and gives tiles of dynamic size.
+    steps the loop by an ``index`` value and gives tiles of dynamic size. A block in
+    ``jagged`` is a jagged tile with those ends per lane of its parent tiles.
     """
     if not block_ids:
         return list(body(carried))
+    jagged = jagged or {}
     block_id, begin, end, step = block_ids[0], begins[0], ends[0], steps[0]
     size = 1 if step is not None else state.block_size(block_id)
     stride = step if step is not None else size
@@ -54,8 +58,9 @@ def emit_tile_loops(
     emit = state.emit
 
     def level(iv: Scalar, current: list[Value]) -> list[Value]:
-        state.tiles[block_id] = _tile_for(state, block_id, iv, begin, end, size, divisible)
-        return emit_tile_loops(state, block_ids[1:], begins[1:], ends[1:], steps[1:], current, body)
+        tile = _tile_for(state, block_id, iv, begin, end, size, divisible)
+        state.tiles[block_id] = dataclasses.replace(tile, jagged=jagged.get(block_id))
+        return emit_tile_loops(state, block_ids[1:], begins[1:], ends[1:], steps[1:], current, body, jagged)
 
     try:
         return emit.for_loop(emit.index(begin), emit.index(end), emit.index(stride), carried, level, hint="tiles")

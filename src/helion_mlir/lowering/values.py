@@ -10,7 +10,7 @@ import torch
 
 from ..mlir_types import tensor_type
 
-__all__ = ["Tensor", "Scalar", "Value", "HostRef", "HostTensor", "Tile", "results_named"]
+__all__ = ["Tensor", "Scalar", "Value", "HostRef", "HostTensor", "JaggedEnds", "Tile", "results_named"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +76,15 @@ class HostTensor(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+class JaggedEnds:
+    """Where a jagged tile's loop ends for each lane of its parent tiles
+    (``hl.jagged_tile(ends)``): ``ends`` is shaped like the parent tiles of ``parent_blocks``."""
+
+    ends: Tensor
+    parent_blocks: tuple[int | None, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class Tile:
     """The active iteration of a tile loop over one block id.
 
@@ -86,6 +95,8 @@ class Tile:
     or ``None`` when that is only known at run time (the dimension is dynamic, unpadded).
     A tile of a runtime block size (one the host computes) also has ``size`` ``None``: its
     values hold exactly its ``extent`` lanes, and ``step`` is the runtime block size.
+    A jagged tile (``hl.jagged_tile``) runs to the largest of its ``jagged`` ends; each lane
+    of its parent tiles has its own end, past which its lanes are masked as padding is.
     """
 
     block_id: int
@@ -95,6 +106,7 @@ class Tile:
     begin: "Scalar | int" = 0  # the loop's range, for tile.count
     end: "Scalar | int | None" = None
     step: "Scalar | int | None" = None  # the block size when it is not ``size``
+    jagged: JaggedEnds | None = None
 
     @property
     def block_size(self) -> "Scalar | int":

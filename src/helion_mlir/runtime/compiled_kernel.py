@@ -29,6 +29,7 @@ from ..lru_cache import LRUCache
 from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from .argument_checks import ArgumentChecks, ReadGuards, describe_value
+from .default_config_hint import hint_default_config
 from .engine import clear_compile_cache, compile_module
 from .host_code import HostCode
 from .iree_engine import compile_with_iree
@@ -102,7 +103,8 @@ class CompiledKernel:
         with FRONT_END_LOCK:  # the model as emission left it, and the bound kernel's compile state
             self._read_guards = ReadGuards(model)
             wanted = {name for arg in model.args for name in (arg.name, arg.ssa_name, *arg.aliases) if name}
-            self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names)
+            self.host = HostCode.from_bound(bound, self.config, wanted | self._read_guards.names,
+                                            model.rng_seed_count)
             self._params = list(bound.host_function.params.arguments)
             self._fake_args = list(bound.fake_args)
             self._checks = ArgumentChecks(bound, model)
@@ -242,7 +244,7 @@ def compile_kernel(
     may_use_tuned = (config is None and runtime is Runtime.JIT and pipeline is Pipeline.FAST
                      and not _has_own_config(bound))
     if not may_use_tuned:
-        return _compiled(bound, resolve_config(bound, config), options)
+        return _compiled(bound, _resolved(bound, config), options)
     found = _CACHE.get((id(bound), None, options))  # the tuned config is looked up once per bound kernel
     if found is not None and found.bound is bound:
         return found
@@ -252,9 +254,18 @@ def compile_kernel(
         return _compiled(cached_bound, resolve_config(cached_bound, cached), options).config
 
     tuned = cached_config(bound, args, output_type=kind, threads=options.threads, check=compiles)
-    compiled = _compiled(bound, tuned.config if tuned is not None else resolve_config(bound), options)
+    compiled = _compiled(bound, tuned.config if tuned is not None else _resolved(bound, None), options)
     _CACHE.put((id(bound), None, options), compiled)
     return compiled
+
+
+def _resolved(bound: Any, config: Any) -> helion.Config:
+    """``config`` resolved; when that is Helion's default config for want of one of the
+    kernel's own, the one-time hint that tuning exists is given."""
+    resolved = resolve_config(bound, config)
+    if config is None and not _has_own_config(bound):
+        hint_default_config(bound, resolved)
+    return resolved
 
 
 @dataclasses.dataclass(frozen=True)

@@ -73,7 +73,9 @@ from ..errors import HelionMLIRError
 from ..front_end_lock import FRONT_END_LOCK
 from ..output_type import OutputType
 from .compiled_kernel import CompiledKernel, compile_kernel
+from .default_config_hint import hint_default_config
 from .tuning import seeds
+from .tuning.search_space import cpu_fields
 from .tuning.session import CandidateKernel, active_session, cpu_do_bench, cpu_interleaved_bench, tuning
 
 __all__ = [
@@ -232,6 +234,9 @@ def _compile_through_mlir(bound: BoundKernel[Any], config: Any) -> CompiledKerne
     output_type, checked = output_type_from_env(), checked_from_env()
     log.debug("compiling kernel %s through MLIR (%s%s)", bound.kernel.name, output_type.value,
               ", checked" if checked else "")
+    if config is not None and not bound.kernel.configs and (
+            bound.kernel.settings.autotune_effort == "none" or _legacy_default_config_requested()):
+        hint_default_config(bound, config)  # Helion chose its default config: tuning is off
     compiled = compile_kernel(bound, config=config, output_type=output_type, checked=checked)
     _dump(compiled)
     return compiled
@@ -273,6 +278,24 @@ def _wrap_bind() -> None:
     Kernel.bind = bind  # type: ignore[method-assign]
 
 
+def _wrap_format_kernel_decorator() -> None:
+    """Show configs of kernels whose backend is ``"mlir"`` with the fields that matter on CPU
+    (once): Helion's "Using implicit config: @helion.kernel(config=...)" and its tuning
+    reports print every GPU field (``num_warps``, ``indexing=['pointer', ...]``)."""
+    helion_format = BoundKernel.format_kernel_decorator
+    if getattr(helion_format, "_helion_mlir_wrapped", False):
+        return
+
+    @functools.wraps(helion_format)
+    def format_kernel_decorator(self: BoundKernel[Any], config: Any, settings: Any) -> str:
+        if settings.backend == BACKEND_NAME:
+            config = cpu_fields(config, self.config_spec)
+        return helion_format(self, config, settings)
+
+    format_kernel_decorator._helion_mlir_wrapped = True  # type: ignore[attr-defined]
+    BoundKernel.format_kernel_decorator = format_kernel_decorator  # type: ignore[method-assign]
+
+
 def install() -> None:
     """Register the ``"mlir"`` backend (and its CPU seed configs, :mod:`.tuning.seeds`) with
     Helion and route its compilations and binds here (idempotent)."""
@@ -281,6 +304,7 @@ def install() -> None:
     seeds.install()
     _wrap_compile_config()
     _wrap_bind()
+    _wrap_format_kernel_decorator()
 
 
 install()

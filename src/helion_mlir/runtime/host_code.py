@@ -33,10 +33,12 @@ import helion
 import helion.language
 import helion.runtime
 import torch
+from torch._inductor import inductor_prims
 
 from ..errors import HelionMLIRError
 from ..front_end_lock import FRONT_END_LOCK, under_front_end_lock
 from ..lowering.host_values import SOURCE_MODULE
+from ..lowering.kernel_model import RNG_SEED_HOST_NAME
 
 __all__ = ["GENERATED_HOST_CODE", "HostCode", "Launch"]
 
@@ -79,6 +81,32 @@ def _make_helion_on_cpu() -> _HelionOnCPU:
 _HELION_ON_CPU = _make_helion_on_cpu()
 
 
+class _SeedsOnCPU:
+    """``inductor_prims`` as host code sees it: the seeds of random ops drawn on the CPU as
+    Helion's reference mode draws them (Helion's host code asks the current accelerator's
+    generator, a GPU's where there is one).
+
+    Reference mode draws seed ``i`` when a random op first asks for it, as element ``i`` of
+    ``seeds(i + 1)`` drawn again from the generator's state at the call's start; on CUDA that
+    is element ``i`` of ``seeds(count)``, but the CPU generator's ``randint`` does not give
+    the same first elements for different counts. The generator ends where ``seeds(count)``
+    leaves it, in both modes.
+    """
+
+    @staticmethod
+    def seeds(count: int, _device: Any = None) -> torch.Tensor:
+        cpu = torch.device("cpu")
+        start = torch.random.get_rng_state()
+        drawn = []
+        for i in range(count):
+            torch.random.set_rng_state(start)
+            drawn.append(inductor_prims.seeds(i + 1, cpu)[i])
+        return torch.stack(drawn) if drawn else inductor_prims.seeds(0, cpu)
+
+
+_INDUCTOR_PRIMS_ON_CPU = _SeedsOnCPU()
+
+
 def _language_module() -> Any:
     return helion.language
 
@@ -114,12 +142,13 @@ class HostCode:
     source: str
 
     @classmethod
-    def from_bound(cls, bound: Any, config: Any, wanted: Collection[str] = ()) -> "HostCode":
+    def from_bound(cls, bound: Any, config: Any, wanted: Collection[str] = (), rng_seeds: int = 0) -> "HostCode":
         """Helion's generated host function, or the kernel's source when generation fails.
 
         ``wanted`` names the host values a launch must provide (the emitted function's
         arguments, the values the call checks): those Helion's device function does not take
-        are passed from the host code's variables.
+        are passed from the host code's variables. ``rng_seeds``: how many seeds the device
+        code reads, which host code from the kernel source draws itself.
 
         Under the front-end lock: Helion's code generator works in the bound kernel's
         shared compile environment, and both it and this module parse Python source."""
@@ -128,13 +157,14 @@ class HostCode:
                 source = bound.to_triton_code(config)
             except Exception as err:  # Helion's GPU code generator: any failure is its own
                 log.info("Helion's code generator failed (%s); running host code from the kernel source", err)
-                return cls.from_kernel_source(bound, config)
+                return cls.from_kernel_source(bound, config, rng_seeds)
             return cls._from_generated(bound, source, wanted)
 
     @classmethod
     @under_front_end_lock  # CPython 3.11's parser and compiler of ASTs are not safe in two threads at once
-    def from_kernel_source(cls, bound: Any, config: Any = None) -> "HostCode":
-        """The kernel function with its top-level device loops replaced by one launch."""
+    def from_kernel_source(cls, bound: Any, config: Any = None, rng_seeds: int = 0) -> "HostCode":
+        """The kernel function with its top-level device loops replaced by one launch; first,
+        as in Helion's host code, the ``rng_seeds`` seeds of its random ops are drawn."""
         fn = bound.kernel.fn
         source = textwrap.dedent(inspect.getsource(fn))
         tree = ast.parse(source)
@@ -142,6 +172,8 @@ class HostCode:
         func = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
         func.decorator_list = []
         body: list[ast.stmt] = []
+        if rng_seeds:
+            body.append(ast.parse(f"{RNG_SEED_HOST_NAME} = _inductor_prims.seeds({rng_seeds})").body[0])
         launched = False
         for stmt in func.body:
             if _is_device_loop(stmt) or _is_barrier(stmt):
@@ -158,6 +190,7 @@ class HostCode:
         ast.fix_missing_locations(tree)
         language = _HostLanguage(config)
         namespace = {k: language if v is _language_module() else v for k, v in fn.__globals__.items()}
+        namespace["_inductor_prims"] = _INDUCTOR_PRIMS_ON_CPU
         exec(compile(tree, inspect.getsourcefile(fn) or "<kernel>", "exec"), namespace)  # noqa: S102
         return cls(namespace[func.name], (), source)
 
@@ -177,10 +210,12 @@ class HostCode:
         params = tuple(a.arg for a in device.args.args)
         if set(wanted) - set(params):
             _pass_host_locals(host)
+        _draw_seeds_on_cpu(host)
         module = ast.Module(body=[host], type_ignores=[])
         fn = bound.kernel.fn
         namespace = dict(getattr(fn, "__globals__", {}))
-        namespace.update(torch=torch, math=math, triton=_TRITON_HOST_HELPERS, helion=_HELION_ON_CPU, _default_launcher=None)
+        namespace.update(torch=torch, math=math, triton=_TRITON_HOST_HELPERS, helion=_HELION_ON_CPU, _default_launcher=None,
+                         inductor_prims=_INDUCTOR_PRIMS_ON_CPU)
         # Helion's host code reads module-level values through the kernel's module (``_source_module.EPS``).
         namespace[SOURCE_MODULE] = sys.modules.get(fn.__module__)
         namespace[device_name] = device_name
@@ -222,6 +257,20 @@ def _pass_host_locals(host: ast.FunctionDef) -> None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_launcher":
             node.keywords.append(ast.keyword(arg=_HOST_LOCALS, value=ast.parse("locals()", mode="eval").body))
     ast.fix_missing_locations(host)
+
+
+def _draw_seeds_on_cpu(host: ast.FunctionDef) -> None:
+    """Drop the host function's own ``from torch._inductor import inductor_prims``, so that its
+    seeds come from :data:`_INDUCTOR_PRIMS_ON_CPU` (the name in its namespace)."""
+    for node in ast.walk(host):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            node.body = [stmt for stmt in body if not _imports_inductor_prims(stmt)] or [ast.Pass()]
+    ast.fix_missing_locations(host)
+
+
+def _imports_inductor_prims(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.ImportFrom) and any(alias.name == "inductor_prims" for alias in stmt.names)
 
 
 def _is_device_loop(stmt: ast.stmt) -> bool:

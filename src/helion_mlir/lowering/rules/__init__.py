@@ -12,6 +12,7 @@ from . import (
     memory,
     quantized,
     reductions,
+    rng,
     rolled_reductions,
     scalars,
     tiles,
@@ -20,5 +21,5 @@ from . import (
 
 __all__ = [
     "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "extrema", "helper_ops", "matmul", "memory",
-    "quantized", "reductions", "rolled_reductions", "scalars", "tiles", "views",
+    "quantized", "reductions", "rng", "rolled_reductions", "scalars", "tiles", "views",
 ]

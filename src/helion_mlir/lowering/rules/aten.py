@@ -9,28 +9,31 @@ runtime scalars become scalar operands.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from helion._compiler.inductor_lowering import InductorLowering
 from torch import fx
 
-from ...errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError
+from ...errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError, node_source_location
 from ...importer.cache import Results, ResultSpec
 from ...importer.normalize import node_inputs
 from ...importer.rewrites import scalar_tensor_dtype
 from ...importer.input_values import TensorSpec
 from ...mlir_types import PACKED_PAIR_DTYPES, element_type, is_float_type, scalar_type_of_python, torch_element_type
 from ...output_type import OutputType
+from ..broadcasting import helion_placement
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..helion_compat import original_args
 from ..registry import register_family
 from ..values import Scalar, Tensor
+from .views import expand_dims
 
 __all__ = [
     "is_aten_op", "lower_aten_op", "traced_call", "import_and_inline", "import_aten_call", "twin_node",
-    "input_values", "zero_dim_tensor", "bind_to_schema",
+    "input_values", "zero_dim_tensor", "bind_to_schema", "aligned_to_result",
 ]
 
 
@@ -62,7 +65,8 @@ def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
     may have replaced some). Except for raw output, a scalar overload becomes its tensor
     sibling and numbers in tensor slots become 0-d tensors, forms every output type's
     backend lowers; the node's twin carries those arguments and errors still name the
-    node. The result is cast to the dtype the node's meta records.
+    node. Operands of lower rank line up with the result as Helion lines them up
+    (:func:`aligned_to_result`). The result is cast to the dtype the node's meta records.
     """
     args, kwargs = traced_call(node)
     target, numbers = node.target, {}
@@ -70,7 +74,8 @@ def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
         target = tensor_operand_overload(node.target, args, kwargs)
         args, kwargs, numbers = _numbers_as_tensors(target, args, kwargs)
     if not numbers and target is node.target and args == node.args and kwargs == dict(node.kwargs):
-        return _checked(ctx.emit, node, import_and_inline(ctx, node, input_values(ctx, node)))
+        values = aligned_to_result(ctx, node, node_inputs(node), input_values(ctx, node))
+        return _checked(ctx.emit, node, import_and_inline(ctx, node, values))
     # Import a twin whose arguments are the ones to lower: Helion's discarded inputs put
     # back (see helion_compat), numbers in tensor slots as 0-d tensor inputs.
     scratch = fx.Graph()  # short-lived: its nodes die young, as garbage a cheap collection frees
@@ -80,12 +85,42 @@ def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
     try:
         with twin_node(node, target, args, kwargs, scratch) as twin:
             values = input_values(ctx, twin, {stand_ins[slot]: number for slot, number in numbers.items()})
+            values = aligned_to_result(ctx, node, node_inputs(twin), values)
             return _checked(ctx.emit, node, import_and_inline(ctx, twin, values, report_as=node))
     except UnsupportedNodeError as err:  # report it for the node the user's graph has
         raise err.about(node) from None
     finally:
         for stand_in in stand_ins.values():
             scratch.erase_node(stand_in)
+
+
+def aligned_to_result(ctx: RuleContext, node: fx.Node, sources: Sequence[Any], values: list[Any]) -> list[Any]:
+    """``values`` (those of the operands ``sources``, nodes or numbers), each tensor operand of
+    lower rank than ``node``'s result given unit dims where Helion broadcasts it (see
+    :mod:`..broadcasting`): ``b[t0]`` added to ``a[t0, t1]`` is ``b[t0][:, None]``.
+
+    Helion lines operands up so in the inputs of its pointwise (Inductor) lowerings and of
+    ``expand``; other ops (matmuls, gathers, concatenations) keep torch's rules.
+    """
+    result = node.meta.get("val")
+    if not isinstance(result, torch.Tensor) or not _broadcasts_by_tile(node):
+        return values
+    aligned = []
+    for source, value in zip(sources, values):
+        meta = source.meta.get("val") if isinstance(source, fx.Node) else None
+        if isinstance(value, Tensor) and isinstance(meta, torch.Tensor) and meta.dim() == value.rank:
+            where = f"node '{node.name}' at {node_source_location(node)}: "
+            placement = helion_placement(ctx.model.bound.env, list(meta.shape), list(result.shape), where)
+            if placement is not None:
+                value = expand_dims(ctx.emit, value, [d for d in range(result.dim()) if d not in placement])
+        aligned.append(value)
+    return aligned
+
+
+def _broadcasts_by_tile(node: fx.Node) -> bool:
+    """Whether Helion lowers ``node`` through Inductor (pointwise ops and reductions) or as
+    ``expand``: the lowerings that line operands up by tile."""
+    return node.target is torch.ops.aten.expand.default or isinstance(node.meta.get("lowering"), InductorLowering)
 
 
 def bind_to_schema(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,17 @@ takes; what torch-mlir does lower keeps going through it (``lower_aten_op``).
   argument means), and a mean over a dynamic dimension is the sum divided by the element
   count read at run time: torch's own CPU computation, which sums and divides
   half-precision inputs in float32.
+- ``aten.var`` / ``aten.std`` and their ``_mean`` forms: torch-mlir's decomposition computes
+  them in f64 (45 f64 ops in a layer norm's module, which IREE's tosa input then refuses:
+  f64 is in no TOSA profile). They are the mean, then the mean square deviation from it,
+  computed in the input's precision (float32 for half-precision inputs, as torch's CPU
+  kernels do), over the in-bounds lanes and a count read at run time like ``mean.dim``.
+- ``aten.neg`` of an integer tensor: torch-mlir's linalg backend (which raw output also
+  runs) negates through f32 (``sitofp``, ``negf``, ``fptosi``), wrong for every magnitude
+  above 2^24 and for the minimum, and its tosa backend fails on int64. It is ``0 - x`` in
+  the integer type (``arith.subi``, wrapping as torch does), for every output type; Helion's
+  Philox generator (``hl.rand``, ``hl.randint``, ``torch.rand_like``) negates 32-bit
+  values.
 """
 
 from __future__ import annotations
@@ -79,6 +90,22 @@ def lower_scalar_tensor(ctx: RuleContext, node: fx.Node) -> Any:
     return zero_dim_tensor(ctx.emit, ctx.emit.convert(value, element_type(dtype)), [dtype])
 
 
+@register_lowering(aten.neg.default)
+def lower_neg(ctx: RuleContext, node: fx.Node) -> Any:
+    args, _kwargs = traced_call(node)
+    x = ctx.value(args[0])
+    if not isinstance(x, Tensor) or x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+        return lower_aten_op(ctx, node)
+    emit = ctx.emit
+    elt = element_type(x.dtype)
+    zero = emit.const(0, elt)
+
+    def body(block_args: list[str], _index: Callable[[int], str]) -> str:
+        return emit.assign("neg", f"arith.subi {zero.ssa}, {block_args[0]} : {elt}")
+
+    return emit.elementwise([x], x.shape, x.dtype, body, hint="neg")
+
+
 @register_lowering(aten.mean.dim)
 def lower_mean_dim(ctx: RuleContext, node: fx.Node) -> Any:
     args, kwargs = traced_call(node)
@@ -112,3 +139,57 @@ def _element_count(emit: Emitter, x: Tensor, dims: list[int], elt: str) -> Scala
             size = emit.index(emit.dim(x, d))
             count = size if count == 1 else emit.binary("arith.muli", emit.index(count), size)
     return emit.convert(count, elt)
+
+
+# var, var_mean, std, std_mean: (take the square root, also return the mean).
+_VARIANCES = {
+    aten.var.correction: (False, False),
+    aten.var_mean.correction: (False, True),
+    aten.std.correction: (True, False),
+    aten.std_mean.correction: (True, True),
+}
+
+
+@register_lowering(*_VARIANCES)
+def lower_variance(ctx: RuleContext, node: fx.Node) -> Any:
+    """``var``/``std`` (``_mean`` too) as two passes in the input's precision:
+    ``sum((x - mean)^2) / max(n - correction, 0)``, torch's definition."""
+    args, kwargs = traced_call(node)
+    bound = bind_to_schema(node.target, args, kwargs)
+    correction = 1 if bound.get("correction") is None else bound["correction"]
+    if ctx.output_type is OutputType.RAW or not isinstance(correction, (int, float)):
+        return lower_aten_op(ctx, node)
+    dims, keepdim = bound.get("dim"), bool(bound.get("keepdim", False))
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    with twin_node(node, node.target, (bound["self"], dims), {"correction": correction, "keepdim": keepdim}) as plain:
+        x = input_values(ctx, plain)[0]  # only the in-bounds lanes of a ragged tile
+    if not isinstance(x, Tensor) or not x.dtype.is_floating_point:
+        raise HelionMLIRError(f"variance of {x!r}, which is not a floating-point tensor")
+    emit = ctx.emit
+    x = emit.cast(x, torch.float32 if x.dtype in _HALF_TYPES else x.dtype)
+    reduced = sorted({d % max(x.rank, 1) for d in dims}) if dims else list(range(x.rank))
+    elt = element_type(x.dtype)
+    count = _element_count(emit, x, reduced, elt)
+    total = import_aten_call(ctx, node, aten.sum.dim_IntList, (x, reduced, True))
+    mean = import_aten_call(ctx, node, aten.div.Tensor, (total, zero_dim_tensor(emit, count, [x.dtype])))
+    deviation = import_aten_call(ctx, node, aten.sub.Tensor, (x, mean))
+    squares = import_aten_call(ctx, node, aten.mul.Tensor, (deviation, deviation))
+    sizes = [x.shape[d] for d in reduced]
+    if None in sizes:
+        divisor = emit.binary("arith.maximumf", emit.binary("arith.subf", count, emit.const(float(correction), elt)),
+                              emit.const(0.0, elt))
+    else:
+        divisor = emit.const(max(math.prod(sizes) - correction, 0), elt)
+    spread = import_aten_call(ctx, node, aten.div.Tensor, (
+        import_aten_call(ctx, node, aten.sum.dim_IntList, (squares, reduced, keepdim)),
+        zero_dim_tensor(emit, divisor, [x.dtype])))
+    take_root, with_mean = _VARIANCES[node.target]
+    if take_root:
+        spread = import_aten_call(ctx, node, aten.sqrt.default, (spread,))
+    results = node.meta["val"] if with_mean else (node.meta["val"],)
+    spread = emit.cast(spread, results[0].dtype)
+    if not with_mean:
+        return spread
+    if not keepdim:
+        mean = import_aten_call(ctx, node, aten.squeeze.dims, (mean, reduced))
+    return spread, emit.cast(mean, results[1].dtype)

@@ -16,6 +16,7 @@ from ...mlir_types import element_type
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..indexing import AccessKind, extract_valid, pad_to_tile
+from ..jagged import index_dims, jagged_lane_mask, mask_jagged
 from ..registry import register_lowering
 from ..values import Tensor
 from .memory import Combine, accesses_of, insert_valid, scatter, valid_region, value_to_store
@@ -83,8 +84,10 @@ def _lower_atomic(kind: Atomic) -> Callable[[RuleContext, fx.Node], Tensor | Non
             extra = value_to_store(emit, ctx.value(node.args[3]), dest, accesses)
         combine = _atomic_combiner(emit, kind, dest.dtype)
         wants_old = ctx.is_read(node)  # the old values are built only for a kernel that reads them
+        dims = index_dims(ctx, node.args[1], value.rank)  # lanes past a jagged tile's row end change nothing
         if any(a.kind is AccessKind.TENSOR for a in accesses):
-            new_dest, olds = scatter(emit, dest, accesses, value, None, combine, extra, keep_old=wants_old)
+            mask = jagged_lane_mask(ctx, dims, value)
+            new_dest, olds = scatter(emit, dest, accesses, value, mask, combine, extra, keep_old=wants_old)
             ctx.write(new_dest)
             return olds
         old_valid = extract_valid(emit, dest, accesses)
@@ -95,7 +98,7 @@ def _lower_atomic(kind: Atomic) -> Callable[[RuleContext, fx.Node], Tensor | Non
             return combine(args[0], args[1], args[2] if len(args) > 2 else "")
 
         combined = emit.elementwise(inputs, old_valid.shape, dest.dtype, body, hint="rmw")
-        ctx.write(insert_valid(emit, dest, combined, accesses))
+        ctx.write(insert_valid(emit, dest, mask_jagged(ctx, dims, combined, old_valid), accesses))
         return pad_to_tile(emit, old_valid, accesses) if wants_old else None
 
     rule.__name__ = f"lower_atomic_{kind.value}"

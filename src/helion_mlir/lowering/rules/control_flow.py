@@ -31,6 +31,7 @@ from ...importer.normalize import getitems, graph_outputs
 from ...mlir_types import element_type
 from ..context import RuleContext
 from ..emitter import Emitter
+from ..jagged import jagged_ends
 from ..registry import register_lowering
 from ..values import Scalar, Tensor, Value, results_named
 
@@ -116,7 +117,8 @@ def lower_for_loop(ctx: RuleContext, node: fx.Node) -> list[Any]:
     the output's value before the loop (the first operand of the ``_phi`` that merges it
     after the loop), or a zero when it has none. A body placeholder bound to such an
     initial value reads the loop-carried value instead. The node's value is the list of
-    the outputs' final values.
+    the outputs' final values. A jagged tile's loop (``hl.jagged_tile(ends)``: its first
+    input is the tensor of ends) masks each lane past its row's end (see :mod:`..jagged`).
     """
     graph_id, begins, ends, args = node.args[:4]
     info = ctx.model.graph(int(graph_id))
@@ -131,6 +133,7 @@ def lower_for_loop(ctx: RuleContext, node: fx.Node) -> list[Any]:
     written = ctx.carried(int(graph_id))
     carried = written.current() + _initial_values(ctx, outputs, inits)
     outer_args = list(args)
+    jagged = jagged_ends(ctx, block_ids, outer_args)
 
     def body(current: list[Value]) -> list[Value]:
         loop_values = written.bind(current)
@@ -138,7 +141,7 @@ def lower_for_loop(ctx: RuleContext, node: fx.Node) -> list[Any]:
         results = ctx.run_graph(int(graph_id), inputs)
         return written.current() + [_match_type(ctx.emit, r, c) for r, c in zip(results, loop_values)]
 
-    return written.bind(ctx.tile_loops(block_ids, begins, ends, steps, carried, body))
+    return written.bind(ctx.tile_loops(block_ids, begins, ends, steps, carried, body, jagged))
 
 
 @register_lowering(operator.getitem)

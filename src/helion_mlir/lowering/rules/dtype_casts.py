@@ -19,6 +19,7 @@ import torch
 from torch import fx
 
 from ...mlir_types import LOW_PRECISION_FLOATS, PACKED_PAIR_DTYPES, element_type
+from ...output_type import OutputType
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..helion_compat import original_args
@@ -28,6 +29,7 @@ from .aten import lower_aten_op
 from .views import expand_dims
 
 _BYTE_DTYPES = (torch.uint8, torch.int8)
+_HALF_TYPES = {torch.float16, torch.bfloat16}
 _NIBBLE = 4  # bits per value of a packed pair
 
 
@@ -43,13 +45,19 @@ def _is_low_precision(dtype: torch.dtype) -> bool:
 
 @register_lowering(torch.ops.prims.convert_element_type.default, torch.ops.aten._to_copy.default)
 def lower_convert(ctx: RuleContext, node: fx.Node) -> Any:
-    """``x.to(dtype)``: torch's conversion rules for 8-bit floats, torch-mlir for the rest."""
+    """``x.to(dtype)``: torch's conversion rules for 8-bit floats, torch-mlir for the rest,
+    except where torch-mlir's tosa form does not lower: any conversion of a tensor with a
+    dynamic dimension (``failed to legalize operation 'torch.aten.to.dtype'``), and between
+    float16 and bfloat16 (a ``tosa.cast`` that tosa-to-linalg refuses)."""
     source = _traced_args(node)[0]
     value = ctx.tensor(source) if isinstance(source, fx.Node) else None
     result = node.meta["val"]
-    if value is None or not any(_is_low_precision(d) for d in (value.dtype, result.dtype)):
+    if value is None:
         return lower_aten_op(ctx, node)
-    return ctx.emit.cast(value, result.dtype)
+    own = any(_is_low_precision(d) for d in (value.dtype, result.dtype))
+    if ctx.output_type is OutputType.TOSA:
+        own = own or None in value.shape or {value.dtype, result.dtype} == _HALF_TYPES
+    return ctx.emit.cast(value, result.dtype) if own else lower_aten_op(ctx, node)
 
 
 @register_lowering(torch.ops.aten.view.dtype)

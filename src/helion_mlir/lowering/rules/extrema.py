@@ -40,7 +40,7 @@ from ..context import RuleContext
 from ..emitter import Emitter, broadcast_shapes
 from ..registry import register_lowering
 from ..values import Scalar, Tensor
-from .aten import bind_to_schema, input_values, lower_aten_op, traced_call, twin_node
+from .aten import aligned_to_result, bind_to_schema, input_values, lower_aten_op, traced_call, twin_node
 from .views import expand_dims
 
 
@@ -83,7 +83,7 @@ def lower_float_clamp(ctx: RuleContext, node: fx.Node) -> Any:
     else:
         lower, upper = _CLAMP_BOUNDS[node.target]
         operands = [bound["self"], bound.get(lower) if lower else None, bound.get(upper) if upper else None]
-    values = [ctx.value(a) for a in operands]
+    values = aligned_to_result(ctx, node, operands, [ctx.value(a) for a in operands])
     tensors = [emit.cast(v, dtype) for v in values if isinstance(v, Tensor)]
     scalars = {i: emit.convert(v, elt) for i, v in enumerate(values) if isinstance(v, Scalar)}
     # A bound that is a number known now is checked for NaN now.

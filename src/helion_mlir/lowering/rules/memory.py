@@ -40,6 +40,7 @@ from ..indexing import (
     value_extents,
     value_shape,
 )
+from ..jagged import index_dims, jagged_condition, jagged_lane_mask, mask_jagged, value_dims
 from ..registry import register_lowering
 from ..values import HostTensor, Scalar, Tensor
 from .views import expand_dims, subscript_value
@@ -221,6 +222,7 @@ def lower_load(ctx: RuleContext, node: fx.Node) -> Tensor:
         return subscript_value(ctx.emit, source, list(node.args[1]))
     settle_unit_dims(ctx, host.name, node.args[1])
     value = load_value(ctx.emit, host.value, accesses_of(ctx, host, node.args[1], node))
+    value = mask_jagged(ctx, value_dims(node), value, 0)  # lanes past a jagged tile's row end read 0
     return _apply_extra_mask(ctx.emit, value, _mask_arg(ctx, node, 2))
 
 
@@ -287,7 +289,8 @@ def _select_tensors(emit: Emitter, mask: Tensor, a: Tensor, b: Tensor) -> Tensor
 @register_lowering(memory_ops.store, writes=0)
 def lower_store(ctx: RuleContext, node: fx.Node) -> None:
     """``x[index] = value``: the destination's new value is the old one with the
-    addressed lanes replaced (in-bounds lanes of a tile; element by element for a scatter)."""
+    addressed lanes replaced (in-bounds lanes of a tile; element by element for a scatter).
+    Lanes past a jagged tile's row end are not stored, as lanes ``extra_mask`` masks."""
     host = ctx.destination
     dest = host.value
     value_node = node.args[2]
@@ -296,17 +299,31 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
         raise HelionMLIRError("stores through a None (new axis) index are not supported")
     emit = ctx.emit
     value = value_to_store(emit, ctx.value(value_node), dest, accesses)
+    dims = index_dims(ctx, node.args[1], value.rank)
     extra_mask = _mask_arg(ctx, node, 3)
     if any(a.kind is AccessKind.TENSOR for a in accesses):
         mask = emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
+        mask = _and_masks(emit, mask, jagged_lane_mask(ctx, dims, value))
         ctx.write(scatter(emit, dest, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0])
         return None
     valid = valid_region(emit, value, accesses)
     if extra_mask is not None:
         mask = valid_region(emit, emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape), accesses)
         valid = _select_tensors(emit, mask, valid, extract_valid(emit, dest, accesses))
+    if jagged_condition(ctx, dims) is not None:
+        valid = mask_jagged(ctx, dims, valid, extract_valid(emit, dest, accesses))
     ctx.write(insert_valid(emit, dest, valid, accesses))
     return None
+
+
+def _and_masks(emit: Emitter, a: Tensor | None, b: Tensor | None) -> Tensor | None:
+    if a is None or b is None:
+        return a if b is None else b
+
+    def body(args: list[str], _i: Callable[[int], str]) -> str:
+        return emit.assign("both", f"arith.andi {truthy(emit, args[0], a.dtype)}, {args[1]} : i1")
+
+    return emit.elementwise([a, b], b.shape, torch.bool, body, hint="mask")
 
 
 # -- element-by-element read-modify-write (scatters, atomics with tensor indices) ----------

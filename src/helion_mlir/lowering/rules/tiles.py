@@ -2,7 +2,8 @@
 
 ``tile.index`` is the vector of positions a tile covers; ``tile.begin``/``end``/``id``
 are scalars of the active tile loop. ``_mask_to`` sets the padding lanes of ragged
-tiles (see :class:`helion_mlir.lowering.values.Tile`) to the value a reduction or dot needs.
+tiles (see :class:`helion_mlir.lowering.values.Tile`), and the lanes past a jagged tile's
+row ends, to the value a reduction or dot needs.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ...errors import HelionMLIRError
 from ...mlir_types import element_type
 from ..context import RuleContext
 from ..emitter import Emitter
+from ..jagged import mask_jagged, value_dims
 from ..registry import register_lowering
 from ..symbolic import TileProperty, tile_scalar
 from ..values import Scalar, Tensor, Tile
@@ -98,7 +100,8 @@ def lower_mask_to(ctx: RuleContext, node: fx.Node) -> Tensor:
     fill = node.args[1]
     if isinstance(fill, (fx.Node, torch.SymInt, torch.SymFloat, torch.SymBool)):
         fill = ctx.value(fill) if isinstance(fill, fx.Node) else ctx.eval_symbolic(fill)
-    return mask_lanes(ctx.emit, value, ragged_dims(ctx, node, value.rank), fill)
+    masked = mask_lanes(ctx.emit, value, ragged_dims(ctx, node, value.rank), fill)
+    return mask_jagged(ctx, value_dims(node), masked, fill)
 
 
 @register_lowering(creation_ops.full)

@@ -21,7 +21,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["TUNED_FIELDS", "cpu_config_overrides"]
+from helion.runtime.config import Config
+
+__all__ = ["TUNED_FIELDS", "cpu_config_overrides", "cpu_fields"]
 
 #: Config fields that shape the emitted module (besides the kernel's own tunables).
 TUNED_FIELDS = frozenset({"block_sizes", "reduction_loops"})
@@ -37,3 +39,15 @@ def cpu_config_overrides(bound: Any, user_overrides: dict[str, object] | None) -
               if key not in TUNED_FIELDS and key not in tunables}
     pinned.update(user_overrides or {})
     return pinned
+
+
+def cpu_fields(config: Any, spec: Any) -> Config:
+    """``config`` with only the fields that shape the CPU code: what a user reads and writes
+    into ``@helion.kernel(config=...)`` (the other fields take their defaults, with no effect
+    on CPU). ``reduction_loops`` that roll nothing are left out too."""
+    fields = dict(config.config if isinstance(config, Config) else config)
+    tunables = set(getattr(spec, "user_defined_tunables", {}) or {})
+    kept = {key: value for key, value in fields.items() if key in TUNED_FIELDS or key in tunables}
+    if not any(kept.get("reduction_loops") or ()):
+        kept.pop("reduction_loops", None)
+    return Config(**kept)
