@@ -154,10 +154,8 @@ def test_row_extremes_with_dynamic_shapes_match_torch(x: torch.Tensor) -> None:
     _check_rows(_dynamic_row_extremes("plain")(x), x)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fast pipeline, static_shapes=False: in a tile holding both max.dim and argmin, the argmin of "
-    "the parallel tiles comes out as the argmax (as before the extrema rules: a bug of the pipeline)"))
 def test_argmin_beside_max_dim_with_dynamic_shapes_in_the_fast_pipeline() -> None:
+    # The index reductions share one fill: see test_parallel_insertions.py.
     x = torch.randn(23, 70)
     _check_rows(_dynamic_row_extremes("fast")(x), x)
 

@@ -24,7 +24,7 @@ from helion_mlir.runtime.pipelines import (
     describe_pipeline,
     lower_to_llvm,
 )
-from helion_mlir.runtime.pipelines.steps import PARALLEL, passes, rewrite
+from helion_mlir.runtime.pipelines.steps import PARALLEL, optimization, passes, rewrite
 from helion_mlir_cli import main
 
 ADD = """
@@ -83,6 +83,36 @@ def test_a_failing_rewrite_is_named_and_keeps_its_cause() -> None:
         _lower(ADD, "add", (*passes("func.func(canonicalize)"), rewrite(break_the_module)))
     assert info.value.pass_name == "break-the-module"
     assert isinstance(info.value.__cause__, ValueError)
+
+
+def _half_rewrite_then_fail(module: ir.Module) -> None:
+    """Marks every op of the module (a change), then fails."""
+    for op in module.body.operations:
+        op.attributes["half_done"] = ir.UnitAttr.get()
+    raise ValueError("failed to apply named transform sequence")
+
+
+def test_an_optimization_that_fails_is_skipped_with_the_module_as_before_it(caplog) -> None:
+    caplog.set_level("DEBUG", logger="helion_mlir.runtime.pipelines.runner")
+    text = _lower(ADD, "add", (*passes("func.func(canonicalize)"), optimization(_half_rewrite_then_fail)))
+    assert "linalg.generic" in text and "half_done" not in text
+    assert "@add: half-rewrite-then-fail skipped, the module left as before it: ValueError: failed to apply" in caplog.text
+
+
+def test_a_rewrite_the_numbers_depend_on_still_fails_the_lowering() -> None:
+    with pytest.raises(ExecutionError, match="rewrite failed: ValueError"):
+        _lower(ADD, "add", (*passes("func.func(canonicalize)"), rewrite(_half_rewrite_then_fail)))
+
+
+@pytest.mark.parametrize("step", [rewrite, optimization])
+def test_a_rewrite_that_leaves_invalid_ir_is_reported_by_name(step) -> None:
+    def drop_the_terminator(module: ir.Module) -> None:
+        for op in module.body.operations:
+            list(op.regions[0].blocks[0].operations)[-1].erase()
+
+    with pytest.raises(ExecutionError, match="left a module that does not verify") as info:
+        _lower(ADD, "add", (*passes("func.func(canonicalize)"), step(drop_the_terminator)))
+    assert info.value.pass_name == "drop-the-terminator"
 
 
 def test_a_step_whose_condition_does_not_hold_is_skipped() -> None:

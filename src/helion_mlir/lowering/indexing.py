@@ -13,7 +13,9 @@ import enum
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import sympy
 import torch
+from helion._compiler.compile_environment import CompileEnvironment
 from helion.language import tile_ops
 from torch import fx
 
@@ -48,6 +50,9 @@ class DimAccess:
     how many of its lanes the tile holds, while ``offset`` and ``extent`` are the part
     inside the dimension, which the value holds from lane ``lane_offset`` on; its other
     lanes are padding, as past a ragged tile's end.
+
+    A ``broadcast`` slice is a tile over a host dim of size 1: Helion drops a size-1 dim's
+    offset, so every in-bounds lane addresses its one element (``offset`` is 0).
     """
 
     kind: AccessKind
@@ -61,6 +66,7 @@ class DimAccess:
     base: Scalar | int | None = None  # set for a clipped slice only
     lanes: Scalar | int = 0
     lane_offset: Scalar | int = 0
+    broadcast: bool = False
 
     @property
     def clipped(self) -> bool:
@@ -70,6 +76,11 @@ class DimAccess:
     def value_lanes(self) -> Scalar | int:
         """How many lanes of a slice the tile holds (in bounds of the tile, not the tensor)."""
         return self.lanes if self.clipped else self.extent
+
+    @property
+    def host_extent(self) -> Scalar | int:
+        """How many elements of the host dim a slice addresses (one for a broadcast)."""
+        return 1 if self.broadcast else self.extent
 
     @property
     def padded(self) -> bool:
@@ -87,6 +98,33 @@ def specialized_sizes(ctx: RuleContext, name: str, host: Tensor) -> tuple[int | 
     if not isinstance(fake, torch.Tensor) or fake.dim() != host.rank:
         return (None,) * host.rank
     return tuple(_fixed_size(size) for size in fake.shape)
+
+
+def settle_unit_dims(ctx: RuleContext, name: str, index: Sequence[Any]) -> None:
+    """Decide, as Helion's code generation does for a load, whether each dynamic host dim
+    of ``name`` that a tile indexes is 1 (``resolve_broadcast_dim``: the bound sizes decide,
+    unless the dim provably covers the tile's loop); a dim found to be 1 is then one
+    :func:`specialized_sizes` reports, and the tile broadcasts its one element (recorded in
+    ``model.unit_dims``, which every call checks)."""
+    fake = next((a.fake for a in ctx.model.args if a.name == name), None)
+    if not isinstance(fake, torch.Tensor):
+        return
+    env = CompileEnvironment.current()
+    host_dim = 0
+    for entry in index:
+        if entry is None:
+            continue
+        tile = ctx.tile_of(entry.meta.get("val")) if isinstance(entry, fx.Node) else None
+        size = fake.size(host_dim) if host_dim < fake.dim() else None
+        if tile is not None and isinstance(size, torch.SymInt):
+            extent = env.block_sizes[env.canonical_block_id(tile.block_id)].size
+            loop = sympy.sympify(extent.node.expr if isinstance(extent, torch.SymInt) else extent) \
+                if isinstance(extent, (int, torch.SymInt)) else None
+            if loop is None or not env.known_nonnegative(size.node.expr - loop):  # else: at size 1, one lane
+                env.resolve_broadcast_dim(size, tile.block_id)
+                if _fixed_size(size) == 1:
+                    ctx.model.unit_dims[(name, host_dim)] = loop
+        host_dim += 1
 
 
 def _fixed_size(size: Any) -> int | None:
@@ -147,7 +185,11 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
                 continue
             tile = ctx.tile_of(val)
             if tile is not None:
-                accesses.append(_tile_access(ctx, host, host_dim, tile, sizes, assume_for))
+                known = known_sizes[host_dim] if host_dim < len(known_sizes) else None
+                if ctx.emit.dim(host, host_dim) == 1 or known == 1:
+                    accesses.append(DimAccess(AccessKind.SLICE, 0, tile.extent, tile.size, broadcast=True))
+                else:
+                    accesses.append(_tile_access(ctx, host, host_dim, tile, sizes, assume_for))
                 host_dim += 1
                 value_dim += 1
                 continue
@@ -342,20 +384,25 @@ def host_accesses(accesses: Sequence[DimAccess]) -> list[DimAccess]:
 
 
 def extract_valid(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
-    """The in-bounds region a slice-only index addresses (scalar dims dropped)."""
+    """The in-bounds region a slice-only index addresses (scalar dims dropped); a broadcast
+    slice reads its one element into every in-bounds lane."""
     hosts = host_accesses(accesses)
-    offsets = ", ".join(ssa_or_int(a.offset) for a in hosts)
-    sizes = ", ".join(ssa_or_int(a.extent) if a.kind is AccessKind.SLICE else "1" for a in hosts)
-    strides = ", ".join(str(a.step) if a.kind is AccessKind.SLICE else "1" for a in hosts)
-    shape = tuple(a.extent if isinstance(a.extent, int) else None for a in hosts if a.kind is AccessKind.SLICE)
+    slices = [a for a in hosts if a.kind is AccessKind.SLICE]
+    shape = tuple(a.extent if isinstance(a.extent, int) else None for a in slices)
     if 0 in shape:  # nothing to read (MLIR refuses even an empty slice at the end of a dimension)
-        return emit.empty(shape, host.dtype, [emit.index(a.extent) for a in hosts
-                                              if a.kind is AccessKind.SLICE and not isinstance(a.extent, int)])
-    result = Tensor(emit.fresh("slice"), shape, host.dtype)
+        return emit.empty(shape, host.dtype, [emit.index(a.extent) for a in slices if not isinstance(a.extent, int)])
+    offsets = ", ".join(ssa_or_int(a.offset) for a in hosts)
+    sizes = ", ".join(ssa_or_int(a.host_extent) if a.kind is AccessKind.SLICE else "1" for a in hosts)
+    strides = ", ".join(str(a.step) if a.kind is AccessKind.SLICE else "1" for a in hosts)
+    read = tuple(1 if a.broadcast else s for a, s in zip(slices, shape))
+    result = Tensor(emit.fresh("slice"), read, host.dtype)
     emit.op(
         f"{result.ssa} = tensor.extract_slice {host.ssa}[{offsets}] [{sizes}] [{strides}] : {host.type} to {result.type}"
     )
-    return result
+    if read == shape:
+        return result
+    return emit.elementwise([result], shape, host.dtype, lambda args, _i: args[0], hint="bcast",
+                            dynamic_sizes=[emit.index(a.extent) for a in slices if not isinstance(a.extent, int)])
 
 
 def pad_to_tile(emit: Emitter, valid: Tensor, accesses: Sequence[DimAccess], fill: Any = 0) -> Tensor:

@@ -168,6 +168,10 @@ class KernelModel:
         self.per_call_args: dict[sympy.Symbol, FunctionArg] = {}
         #: Relations between host values the emitted code assumes (filled while it is emitted).
         self.launch_checks: list[LaunchCheck] = []
+        #: Dynamic dims of tensor arguments that were 1 when a tile indexing them was emitted
+        #: (it broadcasts their one element), keyed by (argument, dim), with the extent of the
+        #: tile's loop (None if unknown): a call needs them to be 1 unless that is at most 1.
+        self.unit_dims: dict[tuple[str, int], sympy.Expr | None] = {}
         self.args, self.results = self._function_signature()
         refuse_lost_reads(bound.env, {a.name: a.fake for a in self.args if a.kind is ArgKind.TENSOR}, bound.kernel.fn)
 

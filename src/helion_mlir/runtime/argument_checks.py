@@ -17,11 +17,12 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+import sympy
 import torch
 from torch._dynamo.source import AttrSource, GetItemSource, LocalSource, TensorPropertySource
 
 from ..errors import ArgumentError, DataDependentValueError, HelionMLIRError
-from ..lowering.host_values import describe_origin, evaluate_origin, imported_modules
+from ..lowering.host_values import HostValue, describe_origin, evaluate_origin, imported_modules
 from ..lowering.tensor_reads import read_guards, tensor_reads
 from ..lru_cache import LRUCache
 from .launch_checks import HostCondition
@@ -89,6 +90,10 @@ class ArgumentChecks:
             for i, (name, fake) in enumerate(zip(self.params, self.fakes))
             if isinstance(fake, torch.Tensor)
         ]
+        # Dynamic dims that were 1 where a tile indexes them (it broadcasts): (name, dim, the tile
+        # loop's extent and the host values it is computed from, None if not all are known).
+        self.unit_dims = [(name, axis, loop, _host_values(model, loop))
+                          for (name, axis), loop in sorted(model.unit_dims.items())]
         self.value_positions = [i for i, fake in enumerate(self.fakes) if not isinstance(fake, torch.Tensor)]
         self.accepted_values: LRUCache[bool] = LRUCache(_ACCEPTED_VALUES_CAPACITY)
         # When every parameter may be passed by position, a positional call of at least
@@ -125,6 +130,8 @@ class ArgumentChecks:
                 and value.shape == static_shape
             ):  # not the common case: the checks one by one, with the message of the first that fails
                 self._check_tensor(name, value, fake)
+        if self.unit_dims:
+            self._check_unit_dims(args)
         if self.value_positions:
             self._check_specialized_values(args)
         if self.specialized or self.module_values:
@@ -152,6 +159,20 @@ class ArgumentChecks:
                     f"{self._where(name)} must have size {want} in dimension {axis}, got shape "
                     f"{tuple(value.shape)}; compile the kernel again for other shapes (or use static_shapes=False)"
                 )
+
+    def _check_unit_dims(self, args: tuple[Any, ...]) -> None:
+        """A dim that was 1 where a tile indexes it must be 1 at a call (the compiled tile reads
+        its one element in every lane), unless the tile's loop is one lane wide at this call."""
+        by_param = dict(zip(self.params, args))
+        for name, axis, loop, host_values in self.unit_dims:
+            value = by_param[name]
+            if value.size(axis) == 1 or _at_most_one(loop, host_values, by_param):
+                continue
+            raise ArgumentError(
+                f"{self._where(name)} had size 1 in dimension {axis} when the kernel was compiled, got shape "
+                f"{tuple(value.shape)}; a tile indexing a dimension of size 1 reads its one element in every "
+                "lane, so Helion compiles the kernel again for this shape"
+            )
 
     def _check_specialized_values(self, args: tuple[Any, ...]) -> None:
         """Non-tensor arguments: Helion's specialization key of each must be the bound one."""
@@ -206,6 +227,25 @@ class ArgumentChecks:
                     f"which is now {now!r}; module-level values are constants of the compiled code: "
                     "compile the kernel again"
                 )
+
+
+def _host_values(model: Any, expr: sympy.Expr | None) -> dict[sympy.Symbol, HostValue] | None:
+    """How a call gives each symbol of ``expr``; None when one has no name there."""
+    if expr is None:
+        return None
+    found = {symbol: HostValue.of(model, symbol) for symbol in expr.free_symbols}
+    return None if any(v is None for v in found.values()) else found  # type: ignore[return-value]
+
+
+def _at_most_one(expr: sympy.Expr | None, host_values: dict[sympy.Symbol, HostValue] | None,
+                 by_param: dict[str, Any]) -> bool:
+    """Whether ``expr`` is at most 1 for this call (False when it cannot be evaluated)."""
+    if expr is None or host_values is None:
+        return False
+    try:
+        return bool(expr.subs({s: v.read(by_param) for s, v in host_values.items()}) <= 1)
+    except (KeyError, IndexError, AttributeError, TypeError):
+        return False
 
 
 def _plain_key(value: Any) -> Any:

@@ -45,6 +45,7 @@ from ..indexing import (
     host_accesses,
     pad_to_tile,
     resolve_index,
+    settle_unit_dims,
     specialized_sizes,
     ssa_or_int,
     valid_lane_condition,
@@ -92,6 +93,9 @@ def _coordinates(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], ind
             continue
         if a.kind is AccessKind.SCALAR:
             coords.append(emit.index(a.offset).ssa)
+        elif a.broadcast:
+            coords.append(emit.index(0).ssa)
+            out_dim += 1
         elif a.kind is AccessKind.SLICE:
             lane = index_of(out_dim)
             if a.step != 1:
@@ -382,6 +386,7 @@ def lower_load(ctx: RuleContext, node: fx.Node) -> Tensor:
         if not isinstance(source, Tensor):
             raise HelionMLIRError("memory operations need a host tensor as their first argument")
         return subscript_value(ctx.emit, source, list(node.args[1]))
+    settle_unit_dims(ctx, host.name, node.args[1])
     emit = ctx.emit
     mask = _mask_arg(ctx, node, 2)
     accesses = accesses_of(ctx, host, node.args[1], node, masked=mask is not None)
@@ -429,7 +434,13 @@ def valid_region(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) ->
 
 
 def insert_valid(emit: Emitter, dest: Tensor, valid: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
+    """``valid`` written over the region ``accesses`` address in ``dest``."""
     hosts = host_accesses(accesses)
+    for axis, a in enumerate(hosts):
+        if a.broadcast and a.extent != 1 and a.size != 1:
+            raise HelionMLIRError(
+                f"a write through dimension {axis} of size 1 indexed by a tile of more than one lane: every "
+                "lane would write its one element (index it with a tile of block size 1, or with 0)")
     offsets = ", ".join(ssa_or_int(a.offset) for a in hosts)
     sizes = ", ".join(ssa_or_int(a.extent) if a.kind is AccessKind.SLICE else "1" for a in hosts)
     strides = ", ".join(str(a.step) if a.kind is AccessKind.SLICE else "1" for a in hosts)

@@ -49,8 +49,10 @@ the host's vector features, contractions as outer products (FMAs).
 
 To add a step, add one line where it belongs: ``*passes("func.func(my-pass)")`` for an
 upstream pass, ``rewrite(my_rewrite)`` for a function of the package that rewrites the
-module (a module of its own in :mod:`helion_mlir.runtime.rewrites`), each with
-``when=`` a :class:`~.steps.Condition` if it runs only under some options.
+module (a module of its own in :mod:`helion_mlir.runtime.rewrites`), ``optimization(my_rewrite)``
+for one the numbers do not depend on (when it fails, the module is left as it was and the
+pipeline goes on, logged at debug level), each with ``when=`` a :class:`~.steps.Condition`
+if it runs only under some options.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from ..rewrites.interleaved_pairs import move_pairs_contiguously
 from ..rewrites.libm_expm1 import call_libm_for_expm1
 from ..rewrites.local_accumulators import accumulate_in_local_buffers
 from ..rewrites.low_precision_floats import emulate_low_precision_floats
+from ..rewrites.parallel_insertions import order_parallel_insertions
 from ..rewrites.polynomial_exp import expand_exponentials
 from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
 from ..rewrites.reduce_across_lanes import reduce_across_lanes
@@ -84,7 +87,7 @@ from ..rewrites.vector_math import lower_vector_math
 from ..rewrites.vectorize_tiles import vectorize_tiles
 from .module_lowering import ModuleLowering
 from .options import Pipeline
-from .steps import CHECKED, IN_PLACE, PARALLEL, Step, boundary, check, input_is, passes, rewrite
+from .steps import CHECKED, IN_PLACE, PARALLEL, Step, boundary, check, input_is, optimization, passes, rewrite
 
 __all__ = ["FIRST_STAGE", "LAST_STAGE", "PIPELINES"]
 
@@ -221,32 +224,32 @@ FAST: tuple[Step, ...] = (
     *passes("func.func(canonicalize)", "func.func(cse)"),
     # The last tile of a size its block does not divide is peeled off the loop: the other
     # tiles get static sizes (no padding copy, no row masks).
-    rewrite(peel_partial_tiles),
+    optimization(peel_partial_tiles),
     *passes("func.func(canonicalize)", "func.func(cse)"),
-    boundary(_parallelize_tile_loops, when=PARALLEL),
+    boundary(_parallelize_tile_loops, when=PARALLEL, optional=True),
     # After the parallel loops, whose proof reads slice stores.
-    rewrite(store_single_elements_in_place),
-    rewrite(compute_consumers_in_branches),  # before fusion: a branch's elementwise ops fuse into its copy
-    rewrite(recompute_cheap_elementwise),
+    optimization(store_single_elements_in_place),
+    optimization(compute_consumers_in_branches),  # before fusion: a branch's elementwise ops fuse into its copy
+    optimization(recompute_cheap_elementwise),
     *passes("func.func(linalg-fuse-elementwise-ops)", "func.func(canonicalize)"),
-    rewrite(fold_add_into_matmul),
+    optimization(fold_add_into_matmul),
     *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
-    rewrite(process_rows_before_column_chunks),
+    optimization(process_rows_before_column_chunks),
     *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
-    rewrite(fuse_row_statistics),
-    rewrite(vectorize_tiles),
-    rewrite(move_pairs_contiguously),
+    optimization(fuse_row_statistics),
+    optimization(vectorize_tiles),
+    optimization(move_pairs_contiguously),
     *passes("func.func(cse)"),  # one read for both lanes of the same pairs
-    rewrite(pair_bf16_dot_products),
-    rewrite(reduce_across_lanes),
+    optimization(pair_bf16_dot_products),
+    optimization(reduce_across_lanes),
     # Vector math as polynomials or glibc's vector functions, half-precision math in f32 first.
     *passes("func.func(math-extend-to-supported-types{target-type=f32})"),
-    rewrite(integral_powers_as_fpowi),
+    optimization(integral_powers_as_fpowi),
     *passes("func.func(math-expand-ops{ops=fpowi})"),  # constant integer powers as multiplications
     # After vectorization: on AVX-512 the exp polynomials scale with x86.avx512.mask.scalef,
     # which the linalg vectorizer would refuse; exp left scalar (outside vectorized tiles) too.
-    rewrite(expand_exponentials),
-    rewrite(lower_vector_math),
+    optimization(expand_exponentials),
+    optimization(lower_vector_math),
     *passes(
         "func.func(linalg-generalize-named-ops)",  # named ops left unvectorized (their bodies may be rewritten later)
         "func.func(lower-affine)",
@@ -257,11 +260,13 @@ FAST: tuple[Step, ...] = (
         "func.func(tm-tensor-bufferize)",
     ),
     rewrite(mark_fresh_buffers_restrict),
-    rewrite(store_yields_in_carried_buffers),
+    optimization(store_yields_in_carried_buffers),
     boundary(ModuleLowering.store_results_in_destinations, when=IN_PLACE),
-    rewrite(accumulate_in_local_buffers),
+    optimization(accumulate_in_local_buffers),
+    *passes("eliminate-empty-tensors"),  # empty tensors inserted into a destination are computed in it
+    # A parallel tile's insertion whose value was computed in another output's slice goes first.
+    rewrite(order_parallel_insertions),
     *passes(
-        "eliminate-empty-tensors",  # empty tensors inserted into a destination are computed in it
         _ONE_SHOT_BUFFERIZE,
         # Equal subviews become one, so that the copies of a buffer into itself that
         # bufferization leaves after computing in place fold away.
@@ -270,14 +275,14 @@ FAST: tuple[Step, ...] = (
     ),
     boundary(ModuleLowering.drop_argument_results, when=IN_PLACE),
     *passes("func.func(buffer-loop-hoisting)"),
-    rewrite(promote_small_buffers_to_stack),
+    optimization(promote_small_buffers_to_stack),
     *_DEALLOCATE_TO_LOOPS,
     *passes(
         "convert-scf-to-openmp{num-threads=$threads}",
         "func.func(canonicalize)",  # inlines the memref.alloca_scope of loop bodies that allocate nothing
         when=PARALLEL,
     ),
-    rewrite(schedule_tiles_dynamically, when=PARALLEL),
+    optimization(schedule_tiles_dynamically, when=PARALLEL),
     rewrite(inline_alloca_scopes, when=PARALLEL),
     *passes("func.func(lower-vector-multi-reduction)", "func.func(convert-vector-to-scf{full-unroll=true})"),
     *_SCF_TO_CF,

@@ -126,17 +126,54 @@ def _run_passes(lowering: ModuleLowering, batch: Sequence[Step]) -> None:
 
 
 def _run_action(lowering: ModuleLowering, step: Step) -> None:
+    """Run a rewrite or check. An optional rewrite that fails leaves the module as it was
+    before it (logged at debug level); a rewrite that leaves IR that does not verify is a
+    bug, reported like a failed pass."""
     assert step.action is not None
     already_reported = len(lowering.diagnostics)
+    before = lowering.module.operation.clone() if step.optional else None
     try:
         result = step.action(lowering)
     except HelionMLIRError:
         raise
     except Exception as err:  # a rewrite's failure is the step's, not a crash of the caller
         found = lowering.diagnostics[already_reported:]
-        raise lowering.error(f"the rewrite failed: {type(err).__name__}: {err}", found, pass_name=step.name) from err
+        if before is None:
+            raise lowering.error(f"the rewrite failed: {type(err).__name__}: {err}", found,
+                                 pass_name=step.name) from err
+        _restore(lowering.module, before)
+        del lowering.diagnostics[already_reported:]
+        log.debug("@%s: %s skipped, the module left as before it: %s: %s%s", lowering.func_name, step.name,
+                  type(err).__name__, err, "".join(f"\n  {d}" for d in found))
+        return
+    finally:
+        if before is not None:
+            before.erase()
+    if step.kind is StepKind.REWRITE:
+        _verify_after(lowering, step, already_reported)
     if result is not None:  # what a rewrite counted: loops made parallel, ops vectorized, ...
         log.debug("@%s: %s -> %s", lowering.func_name, step.name, result)
+
+
+def _verify_after(lowering: ModuleLowering, step: Step, already_reported: int) -> None:
+    """A module a rewrite left that does not verify is the rewrite's bug: an error naming it."""
+    try:
+        valid = lowering.module.operation.verify()
+        found: list[str] = []
+    except ir.MLIRError as err:
+        valid, found = False, [format_diagnostic(d) for d in err.error_diagnostics]
+    if not valid:
+        raise lowering.error("the rewrite left a module that does not verify",
+                             lowering.diagnostics[already_reported:] + found or ["verifier failed"],
+                             pass_name=step.name)
+
+
+def _restore(module: ir.Module, saved: ir.Operation) -> None:
+    """Put the body of ``saved`` (a clone of ``module``'s op) in place of ``module``'s."""
+    for op in list(module.body.operations):
+        op.erase()
+    for op in list(saved.regions[0].blocks[0].operations):
+        module.body.append(op)
 
 
 def _shown(step: Step, options: PipelineOptions, func_name: str | None = None) -> str:

@@ -6,7 +6,10 @@ function is ``func.func(canonicalize)``; a pass option taken from the pipeline's
 is written ``$threads``, the function's name ``$func``. A rewrite step runs a Python function of the package
 (:mod:`helion_mlir.runtime.rewrites`) on the module, or, for the steps that read or change
 the function's boundary, on the :class:`~.module_lowering.ModuleLowering` itself. A step
-given a :class:`Condition` runs only when its options satisfy it.
+given a :class:`Condition` runs only when its options satisfy it. An ``optional`` rewrite
+is an optimization the numbers do not depend on: when it fails (a transform that does not
+apply, a pattern it did not foresee), the runner puts the module back as it was before it
+and goes on.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "boundary",
     "check",
     "input_is",
+    "optimization",
     "passes",
     "rewrite",
 ]
@@ -71,6 +75,7 @@ class Step:
     summary: str = ""
     action: Callable[[ModuleLowering], object] | None = None
     when: Condition | None = None
+    optional: bool = False  # an optimization: skipped, the module left as it was, when it fails
 
     def runs_with(self, options: PipelineOptions) -> bool:
         return self.when is None or self.when.holds(options)
@@ -99,16 +104,24 @@ def _name(function: Callable[..., object]) -> str:
     return function.__name__.strip("_").replace("_", "-")
 
 
-def rewrite(function: Callable[[ir.Module], object], *, when: Condition | None = None) -> Step:
-    """A step that runs ``function(module)``, named after the function."""
+def rewrite(function: Callable[[ir.Module], object], *, when: Condition | None = None,
+            optional: bool = False) -> Step:
+    """A step that runs ``function(module)``, named after the function; ``optional`` for an
+    optimization the pipeline may skip when it fails."""
     return Step(_name(function), StepKind.REWRITE, _summary(function),
-                lambda lowering: function(lowering.module), when)
+                lambda lowering: function(lowering.module), when, optional)
 
 
-def boundary(function: Callable[[ModuleLowering], object], *, when: Condition | None = None) -> Step:
+def optimization(function: Callable[[ir.Module], object], *, when: Condition | None = None) -> Step:
+    """``rewrite(function, optional=True)``: an optimization, skipped when it fails."""
+    return rewrite(function, when=when, optional=True)
+
+
+def boundary(function: Callable[[ModuleLowering], object], *, when: Condition | None = None,
+             optional: bool = False) -> Step:
     """A step that runs ``function(lowering)``: it reads or changes the function's boundary
     (its signature, which arguments hold which results), which the lowering records."""
-    return Step(_name(function), StepKind.REWRITE, _summary(function), function, when)
+    return Step(_name(function), StepKind.REWRITE, _summary(function), function, when, optional)
 
 
 def check(function: Callable[[ModuleLowering], object], *, when: Condition | None = None) -> Step:

@@ -66,7 +66,7 @@ def _lane_read(op: ir.Operation) -> int | None:
         return None
     results = ir.AffineMapAttr(op.attributes["permutation_map"]).value.results
     dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in results]
-    if None in dims or rank - 1 in dims or dims[-1] != rank - 2:
+    if not dims or None in dims or rank - 1 in dims or dims[-1] != rank - 2:  # not dims: a read of one element
         return None
     lane = constant_index(op.operands[rank])
     return lane if lane in (0, 1) else None

@@ -44,17 +44,21 @@ pass chooses.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torch_mlir import ir
+from torch_mlir.dialects import arith
 
 from ...mlir_types import LOW_PRECISION_FLOATS
 from ..host_cpu import CpuFeatures, host_cpu
-from .ir_walk import indexing_maps, is_plain_contraction, iterator_types
+from .ir_walk import defining_op, indexing_maps, is_plain_contraction, iterator_types, ops_where
 from .transform_scripts import match_attribute, run_transform_script
 
 __all__ = ["VectorShape", "host_vector_shape", "vectorize_tiles"]
+
+log = logging.getLogger(__name__)
 
 _GROUP = "helion_mlir.vector_group"
 _GENERALIZE = "helion_mlir.generalize"
@@ -173,12 +177,60 @@ def _plan(op: ir.Operation, shape: VectorShape) -> _Plan | None:
         chunk = shape.lanes if innermost is None else _divisor_at_most(innermost, shape.lanes)
         if innermost is not None and chunk < shape.lanes:  # no whole register divides the row: a wider step that does
             chunk = _divisor_at_most(innermost, shape.elements)
-        if len(op.results) > 1:  # tile_reduction_using_for splits single results only: an argmax takes whole rows
+        if len(op.results) > 1 or _combiner(op) is None:
+            # tile_reduction_using_for splits single results it knows the identity of: others take whole rows
             return None if innermost is None else ("tile", ones + (0,), (), masked(ones + (innermost,)))
         if innermost is None or shape.lanes <= chunk < innermost:
             return ("split", ones + (0,), (0,) * len(ones) + (chunk,), masked(ones + (chunk,)))
         return ("tile", ones + (0,), (), masked(ones + (innermost,)))
     return None
+
+
+# Combiners whose identity tile_reduction_using_for knows (upstream's getNeutralElement).
+_SPLITTABLE = frozenset({
+    "arith.addf", "arith.mulf", "arith.maximumf", "arith.minimumf", "arith.maxnumf", "arith.minnumf",
+    "arith.addi", "arith.muli", "arith.andi", "arith.ori", "arith.xori",
+    "arith.maxsi", "arith.minsi", "arith.maxui", "arith.minui",
+})
+
+
+def _combiner(op: ir.Operation) -> ir.Operation | None:
+    """The op of a single-result reduction's body that folds a value into the accumulator,
+    when it is one :data:`_SPLITTABLE` can split; None otherwise."""
+    body = op.regions[0].blocks[0]
+    accumulator = list(body.arguments)[-1]
+    found = defining_op(list(body.operations)[-1].operands[0])
+    if found is None or found.name not in _SPLITTABLE or not any(v == accumulator for v in found.operands):
+        return None
+    return found
+
+
+def _subtractions_as_additions(module: ir.Module) -> int:
+    """Reductions folding ``acc - x`` fold ``acc + (-x)`` instead (the same numbers: IEEE and
+    two's complement define subtraction so), which the splitting knows; returns how many.
+
+    ``canonicalize`` makes the subtraction of ``sum(-y)`` after fusion (a softmax's or a
+    layer norm's backward); ``cse`` afterwards turns the negation back where it stays scalar.
+    """
+    rewritten = 0
+    for op in ops_where(module, lambda o: o.name == "linalg.generic" and len(o.results) == 1
+                        and "reduction" in iterator_types(o)):
+        body = op.regions[0].blocks[0]
+        accumulator = list(body.arguments)[-1]
+        combine = defining_op(list(body.operations)[-1].operands[0])
+        if combine is None or combine.name not in ("arith.subf", "arith.subi") or combine.operands[0] != accumulator:
+            continue
+        subtracted = combine.operands[1]
+        with ir.InsertionPoint(combine), combine.location:
+            if combine.name == "arith.subf":
+                added = arith.addf(accumulator, arith.negf(subtracted))
+            else:
+                zero = arith.constant(subtracted.type, 0)
+                added = arith.addi(accumulator, arith.subi(zero, subtracted))
+        combine.results[0].replace_all_uses_with(added)
+        combine.erase()
+        rewritten += 1
+    return rewritten
 
 
 def _input_count(op: ir.Operation) -> int:
@@ -209,41 +261,51 @@ def _bf16(type_: ir.Type) -> bool:
     return isinstance(type_, ir.BF16Type)
 
 
+def _vectorize(handle: str, sizes: tuple[int, ...], name: str) -> str:
+    """Vectorize each op of ``handle`` on its own; an op the vectorizer refuses keeps its loops.
+    ``name`` makes the block arguments' names unique (MLIR allows no shadowing)."""
+    vector_sizes = f" vector_sizes {list(sizes)}" if sizes else ""
+    return (
+        f"transform.foreach {handle} : !transform.any_op {{\n"
+        f"^bb0(%each{name}: !transform.any_op):\n"
+        f"  transform.sequence %each{name} : !transform.any_op failures(suppress) {{\n"
+        f"  ^bb1(%v{name}: !transform.any_op):\n"
+        f"    transform.structured.vectorize %v{name}{vector_sizes} {{create_named_contraction}} : !transform.any_op\n"
+        "  }\n}"
+    )
+
+
 def _tiling_script(plans: Sequence[_Plan]) -> str:
-    """Tile every group of ops that share a plan, then vectorize each tiled op on its own
-    (a refusal is suppressed and leaves that op's loops scalar)."""
+    """Tile each op of each group by its group's plan and vectorize the pieces, one op at a
+    time: a tiling or split a transform refuses leaves that op as it is (suppressed), and
+    the other ops go on."""
     lines: list[str] = []
-    vectorize: list[tuple[str, tuple[int, ...]]] = []
-    for group, (kind, tiles, split, sizes) in enumerate(plans):
+    for g, (kind, tiles, split, sizes) in enumerate(plans):
         loops = sum(1 for t in tiles if t)
-        found = match_attribute(f"{_GROUP} = {group} : i64")
-        if loops == 0:
-            lines.append(f"%t{group} = {found}")
-        else:
-            results = f"%t{group}, %l{group}:{loops}" if loops > 1 else f"%t{group}, %l{group}"
+        steps: list[str] = []
+        tiled = f"%one{g}"
+        if loops:
+            tiled = f"%t{g}"
             any_ops = ", ".join(["!transform.any_op"] * loops)
-            lines.append(f"%g{group} = {found}")
-            lines.append(
-                f"{results} = transform.structured.tile_using_for %g{group} tile_sizes {list(tiles)} "
-                f": (!transform.any_op) -> (!transform.any_op, {any_ops})"
-            )
+            steps.append(f"%t{g}, %l{g}:{loops} = transform.structured.tile_using_for %one{g} tile_sizes {list(tiles)} "
+                         f": (!transform.any_op) -> (!transform.any_op, {any_ops})")
         if kind == "split":
-            lines.append(
-                f"%fill{group}, %part{group}, %merge{group}, %rl{group} = transform.structured.tile_reduction_using_for "
-                f"%t{group} by tile_sizes = {list(split)} : (!transform.any_op) -> "
-                "(!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)"
-            )
-            vectorize += [(f"%fill{group}", ()), (f"%part{group}", sizes), (f"%merge{group}", ())]
+            steps.append(
+                f"%fill{g}, %part{g}, %merge{g}, %rl{g} = transform.structured.tile_reduction_using_for {tiled} by "
+                f"tile_sizes = {list(split)} : (!transform.any_op) -> (!transform.any_op, !transform.any_op, "
+                "!transform.any_op, !transform.any_op)")
+            steps += [_vectorize(f"%fill{g}", (), f"{g}_0"), _vectorize(f"%part{g}", sizes, f"{g}_1"),
+                      _vectorize(f"%merge{g}", (), f"{g}_2")]
         else:
-            vectorize.append((f"%t{group}", sizes))
-    for handle, sizes in vectorize:
-        vector_sizes = f" vector_sizes {list(sizes)}" if sizes else ""
+            steps.append(_vectorize(tiled, sizes, f"{g}_0"))
+        body = "\n".join(steps).replace("\n", "\n    ")
         lines.append(
-            f"transform.foreach {handle} : !transform.any_op {{\n"
-            "^bb0(%op: !transform.any_op):\n"
-            "  transform.sequence %op : !transform.any_op failures(suppress) {\n"
-            "  ^bb1(%one: !transform.any_op):\n"
-            f"    transform.structured.vectorize %one{vector_sizes} {{create_named_contraction}} : !transform.any_op\n"
+            f"%g{g} = {match_attribute(f'{_GROUP} = {g} : i64')}\n"
+            f"transform.foreach %g{g} : !transform.any_op {{\n"
+            f"^bb0(%planned{g}: !transform.any_op):\n"
+            f"  transform.sequence %planned{g} : !transform.any_op failures(suppress) {{\n"
+            f"  ^bb1(%one{g}: !transform.any_op):\n"
+            f"    {body}\n"
             "  }\n}"
         )
     return "\n".join(lines)
@@ -273,10 +335,11 @@ transform.apply_patterns to %root {
 transform.apply_licm to %after : !transform.any_op
 """
 
-def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> int:
+def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> tuple[int, int]:
     """Tile the module's linalg ops to register-sized pieces and vectorize them.
 
-    Returns how many ops got a plan (see the module docstring). Run
+    Returns how many ops got a plan and how many of them kept scalar loops (a transform
+    refused them; each is logged at debug level), see the module docstring. Run
     :mod:`.fold_add_into_matmul` and ``linalg-fold-unit-extent-dims`` first (unit dimensions
     in the way hide contractions and reductions from the vectorizer). Raises ``ValueError``
     (the interpreter's) when a transform fails outright.
@@ -291,6 +354,7 @@ def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> int:
     module.operation.walk(mark_named)
     run_transform_script(module, f"%named = {match_attribute(_GENERALIZE)}\n"
                    "%generic = transform.structured.generalize %named : (!transform.any_op) -> !transform.any_op")
+    _subtractions_as_additions(module)
     plans: dict[_Plan, int] = {}
     planned = 0
 
@@ -305,4 +369,8 @@ def vectorize_tiles(module: ir.Module, shape: VectorShape | None = None) -> int:
 
     module.operation.walk(mark_planned)
     run_transform_script(module, _tiling_script(list(plans)) + _CLEANUP)
-    return planned
+    left = ops_where(module, lambda op: _GROUP in op.attributes)
+    for op in left:  # tiled (or not) but not vectorized: it keeps its loops
+        log.debug("vectorize-tiles: %s at %s keeps scalar loops (a transform refused it)", op.name, op.location)
+        del op.attributes[_GROUP]
+    return planned, len(left)
