@@ -143,6 +143,7 @@ def test_the_printed_fast_pipeline_lists_its_steps_in_order_with_their_options()
         // CHECK: pass convert-scf-to-openmp{num-threads=2} [parallel]
         // CHECK: pass reconcile-unrealized-casts
         // CHECK-NEXT: rewrite move-bf16-through-memory-as-i16
+        // CHECK-NEXT: rewrite leave-out-cpu-features
         // CHECK-NEXT: [[N]] check check-lowered-to-llvm
     """)
 
