@@ -164,7 +164,11 @@ class KernelModel:
         with self.helion_env():
             self.persistent_reductions = self._persistent_reductions()
         self.reachable_graph_ids = self._reachable_graphs()
-        self.writes = self._writes_per_graph()
+        used = self._used_host_tensors()
+        writes = self._writes_per_graph()
+        #: Host tensor names that stand for another one: views of it with its very layout.
+        self.same_tensor = self._identical_views(used, {name for names in writes.values() for name in names})
+        self.writes = {gid: list(dict.fromkeys(self.host_name(n) for n in names)) for gid, names in writes.items()}
         self.per_call_args: dict[sympy.Symbol, FunctionArg] = {}
         #: Relations between host values the emitted code assumes (filled while it is emitted).
         self.launch_checks: list[LaunchCheck] = []
@@ -172,7 +176,8 @@ class KernelModel:
         #: (it broadcasts their one element), keyed by (argument, dim), with the extent of the
         #: tile's loop (None if unknown): a call needs them to be 1 unless that is at most 1.
         self.unit_dims: dict[tuple[str, int], sympy.Expr | None] = {}
-        self.args, self.results = self._function_signature()
+        self.args, self.results = self._function_signature(
+            {name: fake for name, fake in used.items() if name not in self.same_tensor})
         refuse_lost_reads(bound.env, {a.name: a.fake for a in self.args if a.kind is ArgKind.TENSOR}, bound.kernel.fn)
 
     def _add_block_size(self, block_id: int, size: Any) -> None:
@@ -281,15 +286,54 @@ class KernelModel:
         memo[gid] = found
         return found
 
-    # -- the function signature ----------------------------------------------------------
-    def _function_signature(self) -> tuple[list[FunctionArg], list[str]]:
-        params = self.host_function.params.arguments
+    # -- host tensors --------------------------------------------------------------------
+    def _used_host_tensors(self) -> dict[str, Any]:
+        """The host tensors the device code names, in order of first use, with their fakes."""
         used: dict[str, Any] = {}
         for gid in self.reachable_graph_ids:
             for node in self.graphs[gid].graph.nodes:
                 name = host_tensor_name(node)
                 if name is not None and name not in used:
                     used[name] = node.meta["val"]
+        return used
+
+    def _identical_views(self, used: dict[str, Any], written: set[str]) -> dict[str, str]:
+        """Host tensors the device code names that share memory with one it writes
+        (``alias = x.view(m, n)``): each is the written tensor's value under another name
+        when its layout is the same, so a read through it sees the stores; another layout
+        is refused, since the function's tensors are values, not memory."""
+        params = self.host_function.params.arguments
+        groups: dict[int, list[str]] = {}
+        for name, fake in used.items():
+            if isinstance(fake, torch.Tensor):
+                groups.setdefault(fake.untyped_storage()._cdata, []).append(name)
+        same: dict[str, str] = {}
+        for names in groups.values():
+            if len(names) < 2 or not written & set(names):
+                continue
+            first = next((n for n in names if n in params), names[0])
+            for name in names:
+                if name == first:
+                    continue
+                if _layout(used[name]) != _layout(used[first]):
+                    raise HelionMLIRError(
+                        f"kernel '{self.name}': host tensors '{first}' and '{name}' share memory with different "
+                        f"layouts ({_describe_layout(used[first])} and {_describe_layout(used[name])}) and the "
+                        f"device code writes {' and '.join(repr(n) for n in names if n in written)}; the emitted "
+                        "function holds tensors as values, so a store through one would not be seen through the "
+                        "other: index one of them in the device code"
+                    )
+                same[name] = first
+        return same
+
+    def host_name(self, name: str) -> str:
+        """The argument a host tensor name stands for (itself, or the tensor it is an
+        identical view of)."""
+        return self.same_tensor.get(name, name)
+
+    # -- the function signature ----------------------------------------------------------
+    def _function_signature(self, used: dict[str, Any]) -> tuple[list[FunctionArg], list[str]]:
+        params = self.host_function.params.arguments
         written = {name for names in self.writes.values() for name in names}
         args: list[FunctionArg] = []
         for pname, value in params.items():
@@ -527,6 +571,14 @@ def _scalars_in(val: Any) -> Iterator[tuple[Any, type]]:
     elif isinstance(val, (list, tuple)):
         for item in val:
             yield from _scalars_in(item)
+
+
+def _layout(fake: torch.Tensor) -> tuple[Any, ...]:
+    return fake.dtype, tuple(fake.shape), tuple(fake.stride()), fake.storage_offset()
+
+
+def _describe_layout(fake: torch.Tensor) -> str:
+    return f"shape {tuple(fake.shape)}, strides {tuple(fake.stride())}, offset {fake.storage_offset()}"
 
 
 def _static_shape(fake: torch.Tensor) -> tuple[int | None, ...]:

@@ -26,7 +26,7 @@ aten = torch.ops.aten
 @register_lowering(_tracing_ops._host_tensor)
 def lower_host_tensor(ctx: RuleContext, node: fx.Node) -> HostRef:
     """A host tensor named in device code: a reference, since stores replace its value."""
-    ref = HostRef(str(node.args[0]))
+    ref = HostRef(ctx.model.host_name(str(node.args[0])))
     ctx.value(ref)  # resolving it raises unless it is an argument of the emitted function
     return ref
 
