@@ -96,3 +96,22 @@ def test_a_view_whose_copy_exceeds_the_limit_is_refused_instead_of_allocated(mon
     monkeypatch.setenv(COPY_LIMIT_VARIABLE, "9600")
     total, _ = compiled(small)
     torch.testing.assert_close(total, small.sum(-1))
+
+
+@helion.kernel(config=helion.Config(block_sizes=[2]))
+def scaled_rows_and_zero_width_scratch(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    scaled = torch.empty_like(x)
+    scratch_out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        scaled[tile, :] = x[tile, :] * 2.0
+        scratch_out[tile, :] = hl.zeros([tile, x.size(1)], dtype=x.dtype)
+    return scaled, scratch_out
+
+
+def test_stores_of_zero_width_rows_leave_the_empty_outputs_as_torch_does() -> None:
+    # Stores of a [tile, 0] value were tensor.insert_slice ops of an empty slice, which MLIR
+    # refuses ("offset 1 is out-of-bounds: 0").
+    x = torch.randn(5, 0)
+    scaled, scratch = compile_kernel(scaled_rows_and_zero_width_scratch.bind((x,)))(x)
+    torch.testing.assert_close(scaled, x * 2.0)
+    torch.testing.assert_close(scratch, torch.zeros_like(x))

@@ -435,6 +435,8 @@ def valid_region(emit: Emitter, value: Tensor, accesses: Sequence[DimAccess]) ->
 
 def insert_valid(emit: Emitter, dest: Tensor, valid: Tensor, accesses: Sequence[DimAccess]) -> Tensor:
     """``valid`` written over the region ``accesses`` address in ``dest``."""
+    if 0 in valid.shape:  # no lanes: the destination as it is (MLIR refuses the empty slice, see extract_valid)
+        return dest
     hosts = host_accesses(accesses)
     for axis, a in enumerate(hosts):
         if a.broadcast and a.extent != 1 and a.size != 1:
