@@ -28,6 +28,8 @@ __all__ = [
     "DTYPES_OF_ELEMENT_TYPES",
     "LOW_PRECISION_FLOATS",
     "PACKED_PAIR_DTYPES",
+    "SIGNED_OF_UNSIGNED",
+    "UNSIGNED_DTYPES",
     "bit_width",
     "is_float_type",
     "is_int_type",
@@ -45,6 +47,9 @@ _ELEMENT_TYPES: dict[torch.dtype, str] = {
     torch.int16: "i16",
     torch.int8: "i8",
     torch.uint8: "i8",
+    torch.uint16: "i16",
+    torch.uint32: "i32",
+    torch.uint64: "i64",
     torch.bool: "i1",
     torch.float8_e4m3fn: "f8E4M3FN",
     torch.float8_e5m2: "f8E5M2",
@@ -64,10 +69,17 @@ LOW_PRECISION_FLOATS = ("f8E4M3FN", "f8E5M2", "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E8M
 PACKED_PAIR_DTYPES = frozenset({torch.float4_e2m1fn_x2})
 
 
+#: Unsigned integer dtypes: signless integers of their width in MLIR, unsigned in the ops.
+UNSIGNED_DTYPES = (torch.uint8, torch.uint16, torch.uint32, torch.uint64)
+
+#: The signed dtype of each unsigned one's width (the dtype its MLIR element type reads as).
+SIGNED_OF_UNSIGNED = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32,
+                      torch.uint64: torch.int64}
+
 # MLIR element type -> the torch dtype a value of that type is read as: integers are
 # signless in MLIR, so i8 reads as int8 (a uint8 tensor converts on the way in).
 DTYPES_OF_ELEMENT_TYPES: dict[str, torch.dtype] = {
-    name: dtype for dtype, name in reversed(list(_ELEMENT_TYPES.items())) if dtype is not torch.uint8
+    name: dtype for dtype, name in reversed(list(_ELEMENT_TYPES.items())) if dtype not in UNSIGNED_DTYPES
 }
 
 
@@ -83,7 +95,7 @@ def torch_element_type(dtype: torch.dtype) -> str:
     """The element type of the torch dialect's ``!torch.vtensor`` for a dtype: integers are
     signed (``si64``) or unsigned (``ui8``) there, ``i1`` and floats as in :func:`element_type`."""
     name = element_type(dtype)
-    if dtype == torch.uint8:
+    if dtype in UNSIGNED_DTYPES:
         return "u" + name
     if dtype.is_floating_point or dtype == torch.bool:
         return name

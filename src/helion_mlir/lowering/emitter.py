@@ -19,6 +19,7 @@ from ..inliner.builder import MLIRBuilder
 from ..mlir_types import (
     LOW_PRECISION_FLOATS,
     PACKED_PAIR_DTYPES,
+    UNSIGNED_DTYPES,
     bit_width,
     element_type,
     is_float_type,
@@ -474,7 +475,7 @@ class Emitter:
                 "uint8 with integer ops and view the bytes as float4_e2m1fn_x2 on the host"
             )
         src, dst = element_type(value.dtype), element_type(dtype)
-        signed = value.dtype not in (torch.bool, torch.uint8)
+        signed = value.dtype is not torch.bool and value.dtype not in UNSIGNED_DTYPES
 
         def body(args: list[str], _index: Callable[[int], str]) -> str:
             lines, ssa = scalar_convert_op(src, dst, args[0], lambda: self.fresh("cv"), signed)

@@ -127,8 +127,8 @@ class CompiledFunction:
     descriptors (when results are returned), then one slot per argument, pointing to a
     memref descriptor for a tensor (a contiguous copy is made of a non-contiguous
     tensor) or to the value of a scalar. bf16, f16 and float8 tensors travel as raw
-    pointers, so no dtype conversion happens on the way in or out; a uint8 tensor is
-    accepted for an ``i8`` parameter (signless). A float4_e2m1fn_x2 tensor (or its uint8
+    pointers, so no dtype conversion happens on the way in or out; an unsigned tensor is
+    accepted for the signless integer of its width (uint8 for ``i8``, uint64 for ``i64``). A float4_e2m1fn_x2 tensor (or its uint8
     bytes) is unpacked to one 4-bit value per byte on the way in and packed again on the
     way out (:mod:`.packed_pairs`). The descriptors and the pointer array are built once
     per calling thread and only refilled per call.

@@ -12,7 +12,7 @@ import torch
 from helion.language.constexpr import ConstExpr
 
 from ..errors import ArgumentError
-from ..mlir_types import PACKED_PAIR_DTYPES
+from ..mlir_types import PACKED_PAIR_DTYPES, SIGNED_OF_UNSIGNED
 
 # MLIR scalar type -> (ctypes type it is passed as, Python types accepted for it).
 SCALAR_KINDS: dict[str, tuple[type, tuple[type, ...]]] = {
@@ -54,9 +54,11 @@ Param = TensorParam | ScalarParam
 
 def accepts_dtype(expected: torch.dtype, given: torch.dtype) -> bool:
     """Whether a tensor of ``given`` dtype may stand for a parameter of ``expected`` dtype:
-    the same, or uint8 bytes for a signless i8 or a packed parameter (Helion's host code
-    passes float4_e2m1fn_x2 tensors as ``.view(torch.uint8)``)."""
-    return given == expected or (given == torch.uint8 and (expected == torch.int8 or expected in PACKED_PAIR_DTYPES))
+    the same, an unsigned dtype for the signless integer of its width (uint64 for i64), or
+    uint8 bytes for a packed parameter (Helion's host code passes float4_e2m1fn_x2 tensors
+    as ``.view(torch.uint8)``)."""
+    return (given == expected or SIGNED_OF_UNSIGNED.get(given) == expected
+            or (given == torch.uint8 and expected in PACKED_PAIR_DTYPES))
 
 
 def check_tensor(where: str, param: TensorParam, value: object, position: int | None = None) -> torch.Tensor:

@@ -46,7 +46,7 @@ from torch._inductor.virtualized import OpsValue
 
 from ...errors import HelionMLIRError
 from ...importer.normalize import graph_outputs
-from ...mlir_types import element_type
+from ...mlir_types import UNSIGNED_DTYPES, element_type
 from ..context import RuleContext
 from ..emitter import Emitter, broadcast_shapes
 from ..registry import register_lowering
@@ -382,7 +382,7 @@ def _arg_step(emit: Emitter, fold: _Fold, value: str, tile: Tile, lane: str, ins
         both_nan = arg(f"arith.andi {is_nan}, {arg(f'arith.cmpf uno, {best}, {best} : {elt}')} : i1")
         same = arg(f"arith.ori {arg(f'arith.andi {same}, {best_not_nan} : i1')}, {both_nan} : i1")
     else:
-        signed = "u" if fold.value_dtype in (torch.bool, torch.uint8) else "s"
+        signed = "u" if fold.value_dtype is torch.bool or fold.value_dtype in UNSIGNED_DTYPES else "s"
         better = arg(f"arith.cmpi {signed}{order}, {value}, {best} : {elt}")
         same = arg(f"arith.cmpi eq, {value}, {best} : {elt}")
     earlier = arg(f"arith.cmpi slt, {index}, {best_index} : i64")
