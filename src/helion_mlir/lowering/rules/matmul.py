@@ -14,6 +14,8 @@ result's dtype). Other matmuls still go through torch-mlir.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from helion.language import matmul_ops
 from torch import fx
@@ -30,16 +32,39 @@ from .aten import lower_aten_op
 
 @register_lowering(matmul_ops.dot)
 def lower_dot(ctx: RuleContext, node: fx.Node) -> Tensor:
+    """``hl.dot(a, b, acc, out_dtype)`` as Helion computes it: an accumulator of the inputs'
+    dtype or of f32 (and no other ``out_dtype``) is the matmul's own; any other (an f16
+    accumulator of bf16 inputs) is added to the product, which is computed on its own and
+    rounded to the accumulator's dtype first."""
     a, b = ctx.tensor(node.args[0]), ctx.tensor(node.args[1])
-    acc_arg = node.args[2] if len(node.args) > 2 else None
+    acc_arg = node.args[2] if len(node.args) > 2 else node.kwargs.get("acc")
+    out_dtype = node.args[3] if len(node.args) > 3 else node.kwargs.get("out_dtype")
     result_dtype: torch.dtype = node.meta["val"].dtype
     if a.rank != b.rank or a.rank not in (2, 3):
         raise HelionMLIRError(f"dot of ranks {a.rank} and {b.rank} is not supported (2-D or batched 3-D)")
-    accumulate_in = result_dtype
-    if acc_arg is None and _is_narrow_float(result_dtype):
-        accumulate_in = torch.float32
-    acc = ctx.emit.cast(ctx.tensor(acc_arg), accumulate_in) if acc_arg is not None else None
-    return ctx.emit.cast(_matmul(ctx.emit, a, b, acc, accumulate_in), result_dtype)
+    emit = ctx.emit
+    acc = ctx.tensor(acc_arg) if acc_arg is not None else None
+    product_dtype = out_dtype or (torch.int32 if torch.int8 in (a.dtype, b.dtype) else torch.float32)
+    # Integer sums are exact in either form; Helion fuses only these float accumulators.
+    fusable = (torch.promote_types(a.dtype, b.dtype), torch.float32, torch.int32)
+    if acc is not None and acc.dtype in fusable and out_dtype in (None, acc.dtype):
+        return emit.cast(_matmul(emit, a, b, emit.cast(acc, result_dtype), result_dtype), result_dtype)
+    accumulate_in = torch.float32 if _is_narrow_float(product_dtype) else product_dtype
+    product = emit.cast(_matmul(emit, a, b, None, accumulate_in), product_dtype)
+    if acc is None:
+        return emit.cast(product, result_dtype)
+    return _add(emit, emit.cast(acc, result_dtype), emit.cast(product, result_dtype))
+
+
+def _add(emit: Emitter, x: Tensor, y: Tensor) -> Tensor:
+    """``x + y`` of one dtype, broadcast to the shape they share."""
+    op = "arith.addf" if x.dtype.is_floating_point else "arith.addi"
+    elt = element_type(x.dtype)
+
+    def body(args: list[str], _index: Callable[[int], str]) -> str:
+        return emit.assign("acc", f"{op} {args[0]}, {args[1]} : {elt}")
+
+    return emit.elementwise([x, y], y.shape, x.dtype, body, hint="dotacc")
 
 
 def _is_narrow_float(dtype: torch.dtype) -> bool:
