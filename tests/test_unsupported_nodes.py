@@ -14,7 +14,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import helion
+import helion.language as hl
 import pytest
+import torch
 from examples_util import EXAMPLES_DIR, load_example
 from helion.language import _tracing_ops
 from torch import fx
@@ -249,3 +252,29 @@ def test_kernel_bound_before_importing_helion_mlir_gets_a_clear_error(tmp_path: 
     assert f"node 'mul' (aten.mul.Tensor) at {script}:7" in done.stdout
     assert "bound before helion_mlir was imported" in done.stdout
     assert "hint: import helion_mlir before calling kernel.bind" in done.stdout
+
+
+@helion.kernel(config=helion.Config(block_sizes=[]))
+def rows_through_pointers(pointers: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    count = hl.specialize(pointers.size(0))
+    out = torch.empty([count, like.size(0)], dtype=like.dtype, device=like.device)
+    for i in hl.grid(like.size(0)):
+        out[:, i] = hl.stacktensor_like(like, pointers[:])[i]
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[]))
+def fill_through_pointers(pointers: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    for i in hl.grid(like.size(0)):
+        stack = hl.stacktensor_like(like, pointers[:])
+        stack[i] = 1.0
+    return like
+
+
+@pytest.mark.parametrize("kernel", [rows_through_pointers, fill_through_pointers])
+def test_loads_and_stores_through_a_stack_tensor_are_refused_saying_why(kernel: Any) -> None:
+    rows = [torch.randn(6) for _ in range(3)]
+    pointers = torch.tensor([row.data_ptr() for row in rows], dtype=torch.uint64)
+    with pytest.raises(UnsupportedNodeError, match=r"stack tensor .*pointers read at run time") as raised:
+        compile_kernel(kernel.bind((pointers, rows[0])))
+    assert "test_unsupported_nodes.py" in str(raised.value)

@@ -378,8 +378,19 @@ def accesses_of(ctx: RuleContext, host: HostTensor, index: Any, value_arg: Any, 
                          host.name if ctx.emit.launch_checks and not masked else None)
 
 
+def refuse_stack_tensor(node: fx.Node) -> None:
+    """Refuse a memory operation on an ``hl.stacktensor_like`` (Helion passes it as the pair
+    ``(tensor_like, dev_ptrs)``): it addresses memory through pointers read at run time."""
+    if isinstance(node.args[0], tuple):
+        raise HelionMLIRError(
+            "memory operations on a stack tensor (hl.stacktensor_like) are not supported: it addresses tensors "
+            "through device pointers read at run time, and the emitted function holds tensors as values, never "
+            "memory at an address; pass the tensors as arguments (or torch.stack them) instead")
+
+
 @register_lowering(memory_ops.load)
 def lower_load(ctx: RuleContext, node: fx.Node) -> Tensor:
+    refuse_stack_tensor(node)
     host = ctx.host(node.args[0])
     if host is None:  # indexing a device value, e.g. tile.index[:, None]
         source = ctx.value(node.args[0])
@@ -466,6 +477,7 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
     addressed lanes replaced (in-bounds lanes of a tile; element by element for a scatter);
     a store at a position outside the destination does nothing. Lanes past a jagged
     tile's row end are not stored, as lanes ``extra_mask`` masks."""
+    refuse_stack_tensor(node)
     host = ctx.destination
     dest = host.value
     value_node = node.args[2]
