@@ -71,6 +71,7 @@ from ..rewrites.interleaved_pairs import move_pairs_contiguously
 from ..rewrites.libm_expm1 import call_libm_for_expm1
 from ..rewrites.local_accumulators import accumulate_in_local_buffers
 from ..rewrites.low_precision_floats import emulate_low_precision_floats
+from ..rewrites.mixed_dot_products import extend_mixed_dot_products
 from ..rewrites.parallel_insertions import order_parallel_insertions
 from ..rewrites.polynomial_exp import expand_exponentials
 from ..rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
@@ -241,6 +242,7 @@ FAST: tuple[Step, ...] = (
     optimization(move_pairs_contiguously),
     *passes("func.func(cse)"),  # one read for both lanes of the same pairs
     optimization(pair_bf16_dot_products),
+    rewrite(extend_mixed_dot_products),  # after the bf16 pairs, which keep theirs; a vector.contract needs it
     optimization(reduce_across_lanes),
     # Vector math as polynomials or glibc's vector functions, half-precision math in f32 first.
     *passes("func.func(math-extend-to-supported-types{target-type=f32})"),
