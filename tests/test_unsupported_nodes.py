@@ -278,3 +278,20 @@ def test_loads_and_stores_through_a_stack_tensor_are_refused_saying_why(kernel: 
     with pytest.raises(UnsupportedNodeError, match=r"stack tensor .*pointers read at run time") as raised:
         compile_kernel(kernel.bind((pointers, rows[0])))
     assert "test_unsupported_nodes.py" in str(raised.value)
+
+
+@helion.kernel(config=helion.Config(block_sizes=[4]))
+def scatter_rows_by_columns(values: torch.Tensor, columns: torch.Tensor, width: int) -> torch.Tensor:
+    out = torch.zeros([values.size(0), width], dtype=values.dtype, device=values.device)
+    for tile in hl.tile(values.size(0)):
+        out[tile.index[:, None], columns[tile, :]] = values[tile, :]
+    return out
+
+
+def test_index_tensors_that_broadcast_together_are_refused_not_read_as_a_product() -> None:
+    # Helion broadcasts [tile, 1] with [tile, k] (row i, column columns[i, j]); a Cartesian
+    # product of the two would address other elements.
+    values, columns = torch.randn(6, 3), torch.randint(0, 8, (6, 3))
+    with pytest.raises(UnsupportedNodeError, match=r"node 'store' .*broadcast together are not supported") as raised:
+        compile_kernel(scatter_rows_by_columns.bind((values, columns, 8)))
+    assert "test_unsupported_nodes.py" in str(raised.value)

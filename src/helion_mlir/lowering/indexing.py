@@ -146,6 +146,7 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
     ``assume_for`` (the host tensor's name), positions that lie inside when a relation of
     host values holds are taken as inside and the relation checked at launch
     (:func:`~.bounds.assumed_inside`)."""
+    _refuse_index_tensors_broadcast_together(index)
     accesses: list[DimAccess] = []
     host_dim = 0
     value_dim = 0
@@ -287,6 +288,20 @@ def _add_size(emit: Emitter, host: Tensor, axis: int, negative: int) -> Scalar |
     if isinstance(size, int):
         return size + negative
     return emit.binary("arith.addi", size, emit.index(negative))
+
+
+def _refuse_index_tensors_broadcast_together(index: Sequence[Any]) -> None:
+    """Several index tensors of which one has more than one dim: Helion (as torch) broadcasts
+    them together (``out[tile.index[:, None], cols[tile, :]]``), while each index tensor here
+    adds its own value dims (the Cartesian product of 1-D index tensors, which is the same
+    for those): refused rather than addressing other elements."""
+    metas = [entry.meta.get("val") for entry in index if isinstance(entry, fx.Node)]
+    tensors = [m for m in metas if isinstance(m, torch.Tensor)]
+    if len(tensors) > 1 and any(m.dim() > 1 for m in tensors):
+        shapes = ", ".join(str(list(m.shape)) for m in tensors)
+        raise HelionMLIRError(
+            f"index tensors of shapes {shapes} broadcast together are not supported; index with 1-D tensors "
+            "(their Cartesian product), or with one index tensor")
 
 
 def _tile_access(ctx: RuleContext, host: Tensor, axis: int, tile: Tile, sizes: Sequence[Scalar | int],
