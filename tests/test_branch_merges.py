@@ -7,6 +7,7 @@ the branch conditions varied at run time (one compiled kernel, many inputs)."""
 from __future__ import annotations
 
 import functools
+import re
 import string
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,7 @@ def test_if_without_else_carrying_a_dynamic_tensor_is_a_loop_of_zero_or_one_iter
         // CHECK-NEXT:    %[[TRIPS:$V]] = arith.index_castui %[[NE]] : i1 to index
         // CHECK:         %[[SIZED:$V]] = tensor.reshape %{{$V}}(%{{$V}})
         // CHECK-NEXT:    %{{$V}} = scf.for %{{$V}} = %{{$V}} to %[[TRIPS]] step %{{$V}} iter_args(%{{$V}} = %[[SIZED]]) -> (tensor<?x?xf32>)
-        // CHECK-NOT:     scf.if
+        // CHECK-NOT:     scf.if {{.*}}tensor<?
     """)
 
 
@@ -241,7 +242,8 @@ def test_both_sides_storing_and_computing_a_kept_value_match_torch_as_loops(opti
     gen = torch.Generator().manual_seed(4)
     x, flip = torch.randn(7, 37, generator=gen), torch.randint(0, 2, (7,), generator=gen, dtype=torch.int32)
     text = generate_mlir(PORTABILITY.signed_rows.bind((x, flip)))
-    assert "scf.if" not in text and text.count("iter_args") >= 4
+    # no scf.if yields a dynamically sized tensor (an out-of-range guard of a static one may)
+    assert not re.search(r"scf\.if .*tensor<\?", text) and text.count("iter_args") >= 4
     compiled = compile_kernel(PORTABILITY.signed_rows.bind((x, flip)), **options)
     for flags in (flip, 1 - flip, torch.zeros_like(flip), torch.ones_like(flip)):
         got = compiled(x, flags)

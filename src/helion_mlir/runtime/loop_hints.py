@@ -1,4 +1,4 @@
-"""Helion's loop-hint config fields under the ``"mlir"`` backend: accepted, validated, ignored.
+"""Helion's loop-hint config fields on CPU: accepted, validated, ignored.
 
 Helion gives each device loop of a kernel the config fields ``static_ranges``,
 ``range_unroll_factors``, ``range_num_stages``, ``range_multi_buffers`` and
@@ -6,11 +6,13 @@ Helion gives each device loop of a kernel the config fields ``static_ranges``,
 and its ``tl.range`` takes the hint (``helion.language.loops._add_config_range_choice``). On
 a CPU install without Triton the config spec has none of them, and every config that names
 one is refused ("Too many values for config['range_unroll_factors'], expected 0, got 2"),
-although Helion's Triton backend, whose front end the mlir backend is, accepts it. So for
-kernels of the mlir backend the fields are added as a current Triton gets them, with or
-without Triton (``range_warp_specializes`` only on CUDA devices, hence never): Helion
-validates and normalizes them, and they change nothing on CPU (the tuner pins them,
-:mod:`.tuning.search_space`).
+although Helion's Triton backend, whose front end the mlir backend is, accepts it. So the
+fields are added as a current Triton gets them (``range_warp_specializes`` only on CUDA
+devices, hence never) for kernels of the mlir backend, and for kernels of Helion's default
+Triton backend when Triton is not installed (only helion_mlir compiles those, and a config
+the mlir backend tuned and cached must fit the same kernel bound under the default
+backend): Helion validates and normalizes them, and they change nothing on CPU (the tuner
+pins them, :mod:`.tuning.search_space`).
 
 Helion's Triton code generation, which produces the host code the compiled kernel runs,
 reads the hints in ``TileStrategy.get_tl_range_kwargs``; with both ``range_num_stages`` and
@@ -18,7 +20,7 @@ reads the hints in ``TileStrategy.get_tl_range_kwargs``; with both ``range_num_s
 a module-level value (``hl.tile(n, block_size=BLOCK)``), ``int()`` specializes its symbol,
 which is also the tile-size symbol of the block, to a number in the bound kernel's shared
 shape environment: the tile can no longer be told apart from a constant dimension, and a
-later emission would index with the block size as a scalar. Under the mlir backend the
+later emission would index with the block size as a scalar. For the same kernels the
 method runs with the shape environment's guards suppressed: it computes Triton hints only,
 from the same values, and records nothing.
 """
@@ -30,6 +32,7 @@ from typing import Any
 
 from helion._compiler.compile_environment import CompileEnvironment
 from helion._compiler.tile_strategy import TileStrategy
+from helion._utils import triton_is_available
 from helion.autotuner.config_spec import (
     RangeFlattenSpec,
     RangeMultiBufferSpec,
@@ -43,10 +46,17 @@ __all__ = ["install"]
 
 
 def install(backend: type) -> None:
-    """Give device loops of kernels whose backend is a ``backend`` the loop-hint fields, and
-    keep Helion's reading of them from specializing tile sizes (once)."""
+    """Give device loops of kernels whose backend is a ``backend`` (or Helion's Triton backend
+    without Triton) the loop-hint fields, and keep Helion's reading of them from specializing
+    tile sizes (once)."""
     _wrap_range_choices(backend)
     _wrap_range_kwargs(backend)
+
+
+def _on_cpu(env: CompileEnvironment, backend: type) -> bool:
+    """Whether ``env``'s kernel is compiled by helion_mlir: its backend is ``backend``, or
+    Helion's Triton backend on an install without Triton."""
+    return isinstance(env.backend, backend) or (env.backend.name == "triton" and not triton_is_available())
 
 
 def _wrap_range_choices(backend: type) -> None:
@@ -57,7 +67,7 @@ def _wrap_range_choices(backend: type) -> None:
     @functools.wraps(helion_add)
     def add_range_choice(block_ids: list[int], allow_static_range: bool = False) -> None:
         env = CompileEnvironment.current()
-        if not isinstance(env.backend, backend):
+        if not _on_cpu(env, backend):
             helion_add(block_ids, allow_static_range)
             return
         spec = env.config_spec
@@ -80,7 +90,7 @@ def _wrap_range_kwargs(backend: type) -> None:
     @functools.wraps(helion_kwargs)
     def range_kwargs(config: Any, block_idx: int) -> list[str]:
         env = CompileEnvironment.current()
-        if not isinstance(env.backend, backend):
+        if not _on_cpu(env, backend):
             return helion_kwargs(config, block_idx)
         with env.shape_env.suppress_guards():
             return helion_kwargs(config, block_idx)
