@@ -85,31 +85,26 @@ def _coordinates(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], ind
     access position -> index-tensor element."""
     coords: list[str] = []
     guarded: list[int] = []
-    out_dim = 0
     host_axis = 0
     for pos, a in enumerate(accesses):
         if a.kind is AccessKind.NEWAXIS:
-            out_dim += 1
             continue
         if a.kind is AccessKind.SCALAR:
             coords.append(emit.index(a.offset).ssa)
         elif a.broadcast:
             coords.append(emit.index(0).ssa)
-            out_dim += 1
         elif a.kind is AccessKind.SLICE:
-            lane = index_of(out_dim)
+            lane = index_of(a.value_dims[0])
             if a.step != 1:
                 scaled = emit.assign("lane", f"arith.muli {lane}, {emit.index(a.step).ssa} : index")
                 lane = scaled
             origin = a.base if a.base is not None else a.offset  # a clipped slice's lanes start at its base
             pos_ssa = emit.assign("pos", f"arith.addi {emit.index(origin).ssa}, {lane} : index")
             coords.append(_clamp_index(emit, pos_ssa, host, host_axis) if a.padded and a.inside else pos_ssa)
-            out_dim += 1
         else:  # tensor
             assert a.index is not None
             raw = index_elements[pos]
             coords.append(emit.assign("idx", f"arith.index_cast {raw} : {element_type(a.index.dtype)} to index"))
-            out_dim += a.index.rank
         if not a.inside:
             guarded.append(host_axis)
         host_axis += 1
@@ -131,17 +126,12 @@ def _index_tensor_maps(accesses: Sequence[DimAccess], rank: int) -> tuple[list[T
     maps: list[str] = []
     which: dict[int, int] = {}
     dims = [f"d{i}" for i in range(rank)]
-    out_dim = 0
     for pos, a in enumerate(accesses):
-        if a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS):
-            out_dim += 1
-        elif a.kind is AccessKind.TENSOR:
+        if a.kind is AccessKind.TENSOR:
             assert a.index is not None
-            sel = dims[out_dim: out_dim + a.index.rank]
             which[pos] = len(tensors)
             tensors.append(a.index)
-            maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(sel)})>")
-            out_dim += a.index.rank
+            maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims[d] for d in a.value_dims)})>")
     return tensors, maps, which
 
 
@@ -273,14 +263,8 @@ def _check_positions(emit: Emitter, host: Tensor, name: str, accesses: Sequence[
     """Checked mode: the scalar positions ``oks`` says are inside, and the lanes of each
     clipped slice, must lie inside ``host`` wherever ``mask`` leaves a lane on."""
     hosts = host_accesses(accesses)
-    windows: dict[int, int] = {}  # host axis of each clipped slice -> its value dim
-    value_dim = 0
-    host_axis = 0
-    for a in accesses:
-        if a.kind is AccessKind.SLICE and a.clipped:
-            windows[host_axis] = value_dim
-        value_dim += a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS)
-        host_axis += a.kind is not AccessKind.NEWAXIS
+    # host axis of each clipped slice -> its value dim
+    windows = {axis: a.value_dims[0] for axis, a in enumerate(hosts) if a.kind is AccessKind.SLICE and a.clipped}
     if mask is None:
         for axis, ok in oks.items():
             emit.check(ok, check_message(name, axis, emit.dim(host, axis)))
@@ -548,16 +532,11 @@ def scatter(emit: Emitter, dest: Tensor, name: str, accesses: Sequence[DimAccess
         cur_dest = carried[0]
         lanes = ", ".join(iv.ssa for iv in ivs)
         index_elements: dict[int, str] = {}
-        out_dim = 0
         for pos, a in enumerate(accesses):
             if a.kind is AccessKind.TENSOR:
                 assert a.index is not None
-                sel = ", ".join(iv.ssa for iv in ivs[out_dim: out_dim + a.index.rank])
-                ie = emit.assign("ie", f"tensor.extract {a.index.ssa}[{sel}] : {a.index.type}")
-                index_elements[pos] = ie
-                out_dim += a.index.rank
-            elif a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS):
-                out_dim += 1
+                sel = ", ".join(ivs[d].ssa for d in a.value_dims)
+                index_elements[pos] = emit.assign("ie", f"tensor.extract {a.index.ssa}[{sel}] : {a.index.type}")
         coords, axes = _coordinates(emit, cur_dest, accesses, lambda d: ivs[d].ssa, index_elements)
         on = None
         if mask is not None:

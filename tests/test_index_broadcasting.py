@@ -1,0 +1,87 @@
+"""Indexing forms whose lanes broadcast, as Helion computes them (numbers vs torch):
+
+- a tile over a host dim of size 1 reads that one element at every lane (``bias[t0, t1]`` of
+  a ``[1, n]`` bias), lanes past the tile's extent padding;
+- index tensors of several dims broadcast together, adding their broadcast shape's dims
+  once (``out[tile.index[:, None], cols[tile, :]] = v``, gathers and atomics alike), lanes
+  past a ragged tile masked;
+"""
+
+from __future__ import annotations
+
+import helion
+import helion.language as hl
+import pytest
+import torch
+from config_fuzz import random_configs
+
+from helion_mlir import compile_kernel
+
+
+@helion.kernel(static_shapes=True)
+def add_row_and_column_biases(x: torch.Tensor, row: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile_m, tile_n in hl.tile(x.size()):
+        out[tile_m, tile_n] = x[tile_m, tile_n] + row[tile_m, tile_n] * column[tile_m, tile_n]
+    return out
+
+
+@helion.kernel(static_shapes=False)
+def scatter_rows_by_columns(values: torch.Tensor, columns: torch.Tensor, width: int) -> torch.Tensor:
+    out = values.new_zeros(values.size(0), width)
+    for tile in hl.tile(values.size(0)):
+        out[tile.index[:, None], columns[tile, :]] = values[tile, :]
+    return out
+
+
+@helion.kernel(static_shapes=True)
+def gather_rows_by_columns(values: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    out = values.new_empty(columns.size())
+    for tile in hl.tile(columns.size(0)):
+        out[tile, :] = values[tile.index[:, None], columns[tile, :]]
+    return out
+
+
+@helion.kernel(static_shapes=True)
+def count_columns_of_each_row(columns: torch.Tensor, weights: torch.Tensor, width: int) -> torch.Tensor:
+    out = weights.new_zeros(columns.size(0), width)
+    for tile in hl.tile(columns.size(0)):
+        hl.atomic_add(out, [tile.index[:, None], columns[tile, :]], weights[tile, :])
+    return out
+
+
+@pytest.mark.parametrize(("shape", "block_sizes"), [((6, 12), [4, 8]), ((8, 16), [4, 8])])
+def test_tiles_over_unit_dims_read_the_one_element_at_every_lane(shape: tuple[int, int],
+                                                                  block_sizes: list[int]) -> None:
+    m, n = shape
+    x, row, column = torch.randn(m, n), torch.randn(1, n), torch.randn(m, 1)
+    bound = add_row_and_column_biases.bind((x, row, column))
+    result = compile_kernel(bound, config=helion.Config(block_sizes=block_sizes))(x, row, column)
+    torch.testing.assert_close(result, x + row * column)
+
+
+@pytest.mark.parametrize("block", [2, 4])
+def test_index_tensors_of_two_dims_broadcast_together_in_a_scatter(block: int) -> None:
+    values = torch.randn(5, 4)
+    columns = torch.stack([torch.randperm(7)[:4] for _ in range(5)])
+    expected = torch.zeros(5, 7).scatter(1, columns, values)
+    bound = scatter_rows_by_columns.bind((values, columns, 7))
+    result = compile_kernel(bound, config=helion.Config(block_sizes=[block]))(values, columns, 7)
+    torch.testing.assert_close(result, expected)
+
+
+def test_index_tensors_of_two_dims_broadcast_together_in_a_gather_under_helions_configs() -> None:
+    values, columns = torch.randn(5, 7), torch.randint(0, 7, (5, 3))
+    bound = gather_rows_by_columns.bind((values, columns))
+    for config in random_configs(bound, seed=3, count=3):
+        result = compile_kernel(bound, config=config)(values, columns)
+        torch.testing.assert_close(result, values.gather(1, columns), msg=lambda m, c=config: f"{c}: {m}")
+
+
+def test_an_atomic_add_through_index_tensors_broadcast_together_accumulates_repeated_columns() -> None:
+    columns = torch.tensor([[0, 2, 2, 5], [1, 1, 1, 1], [4, 3, 2, 0], [5, 0, 5, 0], [6, 6, 2, 3]])
+    weights = torch.randn(5, 4)
+    expected = torch.zeros(5, 7).scatter_add(1, columns, weights)
+    bound = count_columns_of_each_row.bind((columns, weights, 7))
+    result = compile_kernel(bound, config=helion.Config(block_sizes=[4]))(columns, weights, 7)
+    torch.testing.assert_close(result, expected)
