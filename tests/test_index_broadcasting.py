@@ -5,6 +5,10 @@
 - index tensors of several dims broadcast together, adding their broadcast shape's dims
   once (``out[tile.index[:, None], cols[tile, :]] = v``, gathers and atomics alike), lanes
   past a ragged tile masked;
+- a store through ``None`` (``x[None, :, j] = v``) addresses the dims the other entries name;
+- a one-element slice stored at a scalar index (``x[i] = y[i:i + 1]``) drops its unit dim;
+- a value and mask of a size Helion pads (``torch.full([3, 5], v)`` on 4 x 8 lanes) stored
+  through 1-D index tensors address their Cartesian product.
 """
 
 from __future__ import annotations
@@ -50,6 +54,32 @@ def count_columns_of_each_row(columns: torch.Tensor, weights: torch.Tensor, widt
     return out
 
 
+@helion.kernel(static_shapes=True)
+def fill_columns_with_their_index(x: torch.Tensor) -> torch.Tensor:
+    for j in hl.grid(x.size(1)):
+        x[None, :, j] = j * 1.0
+    return x
+
+
+@helion.kernel(static_shapes=True)
+def copy_shifted_left(src: torch.Tensor, dst: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    for i in hl.grid(src.size(0) - 1):
+        dst[i:i + 1] = src[i + 1] * 3.0
+        src[i] = dst[i:i + 1]
+    return src, dst
+
+
+@helion.kernel(static_shapes=True)
+def label_rows_of_each_group(starts: torch.Tensor, rows: int, width: int) -> torch.Tensor:
+    out = torch.zeros(rows, width, dtype=torch.float32, device=starts.device)
+    for g in hl.grid(starts.size(0) - 1):
+        row = starts[g] + hl.arange(3)
+        column = hl.arange(5)
+        mask = (row < starts[g + 1])[:, None] & (column < width)[None, :]
+        hl.store(out, [row, column], torch.full([3, 5], 1.0, device=out.device) * (g + 1), extra_mask=mask)
+    return out
+
+
 @pytest.mark.parametrize(("shape", "block_sizes"), [((6, 12), [4, 8]), ((8, 16), [4, 8])])
 def test_tiles_over_unit_dims_read_the_one_element_at_every_lane(shape: tuple[int, int],
                                                                   block_sizes: list[int]) -> None:
@@ -84,4 +114,28 @@ def test_an_atomic_add_through_index_tensors_broadcast_together_accumulates_repe
     expected = torch.zeros(5, 7).scatter_add(1, columns, weights)
     bound = count_columns_of_each_row.bind((columns, weights, 7))
     result = compile_kernel(bound, config=helion.Config(block_sizes=[4]))(columns, weights, 7)
+    torch.testing.assert_close(result, expected)
+
+
+def test_a_store_through_none_writes_the_dims_the_other_entries_name() -> None:
+    x = torch.zeros(3, 5)
+    result = compile_kernel(fill_columns_with_their_index.bind((x.clone(),)))(x.clone())
+    torch.testing.assert_close(result, torch.arange(5.0).expand(3, 5))
+
+
+def test_a_one_element_slice_stored_at_a_scalar_index_drops_its_unit_dim() -> None:
+    src, dst = torch.randn(9), torch.zeros(9)
+    want_dst = torch.cat([src[1:] * 3.0, torch.zeros(1)])
+    want_src = torch.cat([want_dst[:-1], src[-1:]])
+    result_src, result_dst = compile_kernel(copy_shifted_left.bind((src.clone(), dst.clone())))(src.clone(), dst.clone())
+    torch.testing.assert_close(result_dst, want_dst)
+    torch.testing.assert_close(result_src, want_src)
+
+
+def test_a_padded_value_and_mask_stored_through_index_tensors_address_their_product() -> None:
+    starts = torch.tensor([0, 2, 5, 6], dtype=torch.int32)
+    expected = torch.zeros(6, 4)
+    for g in range(3):
+        expected[int(starts[g]):int(starts[g + 1])] = g + 1
+    result = compile_kernel(label_rows_of_each_group.bind((starts, 6, 4)))(starts, 6, 4)
     torch.testing.assert_close(result, expected)

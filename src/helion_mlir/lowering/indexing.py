@@ -251,6 +251,17 @@ def _numbered(accesses: Sequence[DimAccess]) -> list[DimAccess]:
     return numbered
 
 
+def without_new_axes(accesses: Sequence[DimAccess]) -> list[DimAccess]:
+    """``accesses`` of the value without the unit dims of its ``None`` entries, which
+    address no host dim (a store through ``x[None, :, j]``)."""
+    return _numbered([a for a in accesses if a.kind is not AccessKind.NEWAXIS])
+
+
+def new_axis_dims(accesses: Sequence[DimAccess]) -> list[int]:
+    """The value dims of the ``None`` entries of ``accesses``."""
+    return [a.value_dims[0] for a in accesses if a.kind is AccessKind.NEWAXIS]
+
+
 _SHIFTS = {torch.ops.aten.add.Tensor: 1, torch.ops.aten.add.Scalar: 1,
            torch.ops.aten.sub.Tensor: -1, torch.ops.aten.sub.Scalar: -1}
 

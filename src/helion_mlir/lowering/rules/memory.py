@@ -43,6 +43,7 @@ from ..indexing import (
     add_new_axes,
     extract_valid,
     host_accesses,
+    new_axis_dims,
     pad_to_tile,
     resolve_index,
     settle_unit_dims,
@@ -53,11 +54,12 @@ from ..indexing import (
     value_dynamic_sizes,
     value_extents,
     value_shape,
+    without_new_axes,
 )
 from ..jagged import index_dims, jagged_condition, jagged_lane_mask, mask_jagged, value_dims
 from ..registry import register_lowering
 from ..values import HostTensor, Scalar, Tensor
-from .views import expand_dims, subscript_value
+from .views import drop_unit_dims, expand_dims, subscript_value
 
 
 def _insert_element(emit: Emitter, element: str, dest: Tensor, coords: list[str]) -> str:
@@ -400,10 +402,28 @@ def value_to_store(emit: Emitter, value: Any, host: Tensor, accesses: Sequence[D
         return emit.fill(shape, host.dtype, value)
     if not isinstance(value, Tensor):
         raise HelionMLIRError(f"cannot store {value!r}")
-    value = emit.cast(value, host.dtype)
+    return _fit_to(emit, emit.cast(value, host.dtype), shape)
+
+
+def _fit_to(emit: Emitter, value: Tensor, shape: Sequence[int | None]) -> Tensor:
+    """``value`` shaped like the lanes a store addresses, as torch and Helion assign it: leading
+    unit dims past their rank dropped (``x[i] = y[i:i + 1]``), a dim longer than a static one
+    cut to its leading lanes (Helion pads ``torch.full([3, 5], v)`` to 4 x 8 lanes, the first
+    3 x 5 of which are the value's), unit dims broadcast; a dynamic dim takes the value's size."""
+    extra = value.rank - len(shape)
+    if extra > 0:
+        if any(size != 1 for size in value.shape[:extra]):
+            raise HelionMLIRError(f"cannot store a value of shape {value.shape} into {len(shape)} dimensions")
+        value = drop_unit_dims(emit, value, list(range(extra)))
     lead = len(shape) - value.rank
-    # A dynamic target dim takes the value's own size there.
     shape = [s if s is not None or i < lead else value.shape[i - lead] for i, s in enumerate(shape)]
+    cut = [min(have, want) if isinstance(have, int) and isinstance(want, int) and want != 1 else have
+           for have, want in zip(value.shape, shape[lead:])]
+    if cut != list(value.shape):
+        value = emit.slice_prefix(value, [c if c is not None else emit.dim(value, a) for a, c in enumerate(cut)])
+    if any(isinstance(have, int) and isinstance(want, int) and have not in (1, want)
+           for have, want in zip(value.shape, shape[lead:])):
+        raise HelionMLIRError(f"cannot store a value of shape {value.shape} into lanes of shape {tuple(shape)}")
     if lead > 0 or any(a != b for a, b in zip(value.shape, shape[lead:])):
         value = emit.broadcast_to(value, shape)
     return value
@@ -467,12 +487,16 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
     value_node = node.args[2]
     extra_mask = _mask_arg(ctx, node, 3)
     accesses = accesses_of(ctx, host, node.args[1], value_node, masked=extra_mask is not None)
-    if any(a.kind is AccessKind.NEWAXIS for a in accesses):
-        raise HelionMLIRError("stores through a None (new axis) index are not supported")
     emit = ctx.emit
     value = value_to_store(emit, ctx.value(value_node), dest, accesses)
     dims = index_dims(ctx, node.args[1], value.rank)
-    mask = emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
+    mask = _fit_to(emit, _mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
+    units = new_axis_dims(accesses)  # x[None, :, j] = v: the unit dims of None entries address nothing
+    if units:
+        value = drop_unit_dims(emit, value, units)
+        mask = drop_unit_dims(emit, mask, units) if mask is not None else None
+        dims = [d for axis, d in enumerate(dims) if axis not in units]
+        accesses = without_new_axes(accesses)
     if any(a.kind is AccessKind.TENSOR for a in accesses):
         mask = _and_masks(emit, mask, jagged_lane_mask(ctx, dims, value))
         ctx.write(scatter(emit, dest, host.name, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0])
