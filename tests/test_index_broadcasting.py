@@ -5,7 +5,8 @@
 - index tensors of several dims broadcast together, adding their broadcast shape's dims
   once (``out[tile.index[:, None], cols[tile, :]] = v``, gathers and atomics alike), lanes
   past a ragged tile masked;
-- a store through ``None`` (``x[None, :, j] = v``) addresses the dims the other entries name;
+- a store or an atomic through ``None`` (``x[None, :, j] = v``) addresses the dims the other
+  entries name;
 - a one-element slice stored at a scalar index (``x[i] = y[i:i + 1]``) drops its unit dim;
 - a value and mask of a size Helion pads (``torch.full([3, 5], v)`` on 4 x 8 lanes) stored
   through 1-D index tensors address their Cartesian product.
@@ -59,6 +60,15 @@ def fill_columns_with_their_index(x: torch.Tensor) -> torch.Tensor:
     for j in hl.grid(x.size(1)):
         x[None, :, j] = j * 1.0
     return x
+
+
+@helion.kernel(static_shapes=True)
+def add_into_a_column_keeping_the_old_values(x: torch.Tensor, v: torch.Tensor,
+                                             old: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    for tile in hl.tile(v.size(0)):
+        before = hl.atomic_add(x, [tile, None, 1], v[tile, None])
+        old[tile, None] = before
+    return x, old
 
 
 @helion.kernel(static_shapes=True)
@@ -121,6 +131,17 @@ def test_a_store_through_none_writes_the_dims_the_other_entries_name() -> None:
     x = torch.zeros(3, 5)
     result = compile_kernel(fill_columns_with_their_index.bind((x.clone(),)))(x.clone())
     torch.testing.assert_close(result, torch.arange(5.0).expand(3, 5))
+
+
+def test_an_atomic_through_none_updates_the_dims_the_other_entries_name_and_returns_the_old_values() -> None:
+    x, v = torch.randn(6, 3), torch.randn(6)
+    want_x = x.clone()
+    want_x[:, 1] += v
+    args = (x.clone(), v, torch.zeros(6))
+    bound = add_into_a_column_keeping_the_old_values.bind(args)
+    got_x, got_old = compile_kernel(bound, config=helion.Config(block_sizes=[4]))(*args)
+    torch.testing.assert_close(got_x, want_x)
+    torch.testing.assert_close(got_old, x[:, 1])
 
 
 def test_a_one_element_slice_stored_at_a_scalar_index_drops_its_unit_dim() -> None:
