@@ -26,7 +26,7 @@ import torch
 from filecheck_util import run_filecheck
 from out_of_range_util import BY_NAME, CASES, IN_RANGE_SETTINGS, KERNELS, KERNELS_FILE, N, SETTINGS
 
-from helion_mlir import compile_kernel, generate_mlir
+from helion_mlir import OutOfBoundsAccessError, compile_kernel, generate_mlir
 from helion_mlir.runtime.iree_engine import iree_available
 from helion_mlir_cli import main as cli_main
 
@@ -228,3 +228,21 @@ def test_the_command_line_names_the_index_a_checked_run_found_outside(capsys: py
     assert f"out-of-bounds access at {KERNELS_FILE}:{_line_of('add_element')}" in err
     assert "check: out-of-bounds index into dimension 0 of 'x' (size 37)" in err
     assert "next: check the index at that line for these --args" in err
+
+
+def test_a_broadcast_together_scatter_skips_lanes_outside_and_checked_mode_names_them() -> None:
+    """``out[tile.index[:, None], columns[tile, :]] = x[tile, :]`` with columns past the
+    width (and negative): those lanes write nothing, the others their element; checked
+    mode raises naming the line."""
+    x, columns = torch.randn(6, 3), torch.tensor([[0, 5, 1], [7, 2, 3], [4, -1, 0], [1, 2, 3], [9, 4, 2], [0, 1, 2]])
+    expected = torch.zeros(6, 5)
+    for row, cols in enumerate(columns.tolist()):
+        for lane, col in enumerate(cols):
+            if 0 <= col < 5:
+                expected[row, col] = x[row, lane]
+    kernel = KERNELS.scatter_by_row_columns
+    out = torch.zeros(6, 5)
+    torch.testing.assert_close(compile_kernel(kernel.bind((x, columns, out)))(x, columns, out), expected)
+    with pytest.raises(OutOfBoundsAccessError, match="dimension 1 of 'out'") as raised:
+        compile_kernel(kernel.bind((x, columns, out)), checked=True)(x, columns, torch.zeros(6, 5))
+    assert raised.value.source_line.endswith("# out of range")

@@ -281,17 +281,17 @@ def test_loads_and_stores_through_a_stack_tensor_are_refused_saying_why(kernel: 
 
 
 @helion.kernel(config=helion.Config(block_sizes=[4]))
-def scatter_rows_by_columns(values: torch.Tensor, columns: torch.Tensor, width: int) -> torch.Tensor:
-    out = torch.zeros([values.size(0), width], dtype=values.dtype, device=values.device)
-    for tile in hl.tile(values.size(0)):
-        out[tile.index[:, None], columns[tile, :]] = values[tile, :]
+def pick_through_apart_index_tensors(x: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros([x.size(0), x.size(1), columns.size(1)], dtype=x.dtype, device=x.device)
+    for tile in hl.tile(x.size(0)):
+        out[tile, :, :] = x[tile.index[:, None], :, columns[tile, :]]
     return out
 
 
-def test_index_tensors_that_broadcast_together_are_refused_not_read_as_a_product() -> None:
-    # Helion broadcasts [tile, 1] with [tile, k] (row i, column columns[i, j]); a Cartesian
-    # product of the two would address other elements.
-    values, columns = torch.randn(6, 3), torch.randint(0, 8, (6, 3))
-    with pytest.raises(UnsupportedNodeError, match=r"node 'store' .*broadcast together are not supported") as raised:
-        compile_kernel(scatter_rows_by_columns.bind((values, columns, 8)))
+def test_index_tensors_of_several_dims_that_are_not_adjacent_are_refused() -> None:
+    # Helion does not broadcast them together (should_broadcast_tensor_indexers) and keeps
+    # one block dim of each: neither torch's meaning nor a Cartesian product.
+    x, columns = torch.randn(6, 2, 5), torch.randint(0, 5, (6, 3))
+    with pytest.raises(UnsupportedNodeError, match=r"node 'load.*positions that are not adjacent") as raised:
+        compile_kernel(pick_through_apart_index_tensors.bind((x, columns)))
     assert "test_unsupported_nodes.py" in str(raised.value)

@@ -233,6 +233,14 @@ def scatter_rows(x: torch.Tensor, index: torch.Tensor, out: torch.Tensor) -> tor
 scatter_rows_expected = scatter_expected  # rows are written whole, as elements are
 
 
+@helion.kernel(config=helion.Config(block_sizes=[4]))
+def scatter_by_row_columns(x: torch.Tensor, columns: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``out[i, columns[i, j]] = x[i, j]``: index tensors of two dims broadcast together."""
+    for tile in hl.tile(x.size(0)):
+        out[tile.index[:, None], columns[tile, :]] = x[tile, :]  # out of range
+    return out
+
+
 @helion.kernel(config=TILES)
 def add_at(acc: torch.Tensor, index: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``hl.atomic_add`` at loaded positions."""

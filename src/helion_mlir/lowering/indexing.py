@@ -4,6 +4,11 @@
 static slices, scalars, index tensors, ``None``) into one :class:`DimAccess` each; the
 memory and atomic rules build their ``tensor.extract_slice`` / ``insert_slice``, padded
 tiles and in-bounds lane conditions from those (see docs/lowering.md).
+
+Index tensors follow Helion (``CompileEnvironment.should_broadcast_tensor_indexers``): 1-D
+ones address the Cartesian product of their positions, each adding its own value dim;
+adjacent ones of which one has several dims broadcast together as in torch, adding the dims
+of their broadcast shape once, where the first of them stands.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from torch import fx
 from ..errors import HelionMLIRError
 from .bounds import assumed_inside, scalar_inside, tile_inside
 from .context import RuleContext
-from .emitter import Emitter
+from .emitter import Emitter, broadcast_shapes
 from .values import Scalar, Tensor, Tile
 
 
@@ -53,6 +58,10 @@ class DimAccess:
 
     A ``broadcast`` slice is a tile over a host dim of size 1: Helion drops a size-1 dim's
     offset, so every in-bounds lane addresses its one element (``offset`` is 0).
+
+    ``value_dims`` are the value dims the entry's lanes lie along (one per index-tensor dim);
+    index tensors broadcast together share theirs, added by the first (the others
+    ``shared``).
     """
 
     kind: AccessKind
@@ -67,6 +76,8 @@ class DimAccess:
     lanes: Scalar | int = 0
     lane_offset: Scalar | int = 0
     broadcast: bool = False
+    value_dims: tuple[int, ...] = ()
+    shared: bool = False
 
     @property
     def clipped(self) -> bool:
@@ -146,7 +157,7 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
     ``assume_for`` (the host tensor's name), positions that lie inside when a relation of
     host values holds are taken as inside and the relation checked at launch
     (:func:`~.bounds.assumed_inside`)."""
-    _refuse_index_tensors_broadcast_together(index)
+    group = _broadcast_group(ctx, index)
     accesses: list[DimAccess] = []
     host_dim = 0
     value_dim = 0
@@ -156,7 +167,7 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
             return value_shape[value_dim]
         return None
 
-    for entry in index:
+    for pos, entry in enumerate(index):
         if entry is None:
             accesses.append(DimAccess(AccessKind.NEWAXIS))
             value_dim += 1
@@ -171,6 +182,11 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
             continue
         if isinstance(entry, fx.Node):
             val = entry.meta.get("val")
+            if pos in group:
+                accesses.append(group[pos])
+                host_dim += 1
+                value_dim += 0 if group[pos].shared else group[pos].index.rank  # type: ignore[union-attr]
+                continue
             shifted = _shifted_tile_access(ctx, host, host_dim, entry)
             if shifted is not None:
                 accesses.append(shifted)
@@ -211,7 +227,39 @@ def resolve_index(ctx: RuleContext, host: Tensor, index: Sequence[Any], value_sh
         known = known_sizes[host_dim] if host_dim < len(known_sizes) else None
         accesses.append(_slice_access(ctx, host, host_dim, slice(None), None, known))
         host_dim += 1
-    return accesses
+    return _numbered(accesses)
+
+
+def _numbered(accesses: Sequence[DimAccess]) -> list[DimAccess]:
+    """``accesses`` with their ``value_dims`` set, in order (a shared index tensor takes
+    those of the first of its group)."""
+    numbered: list[DimAccess] = []
+    value_dim = 0
+    group: tuple[int, ...] = ()
+    for a in accesses:
+        if a.kind is AccessKind.TENSOR:
+            assert a.index is not None
+            if not a.shared:
+                group = tuple(range(value_dim, value_dim + a.index.rank))
+                value_dim += a.index.rank
+            numbered.append(dataclasses.replace(a, value_dims=group))
+        elif a.kind is AccessKind.SCALAR:
+            numbered.append(a)
+        else:
+            numbered.append(dataclasses.replace(a, value_dims=(value_dim,)))
+            value_dim += 1
+    return numbered
+
+
+def without_new_axes(accesses: Sequence[DimAccess]) -> list[DimAccess]:
+    """``accesses`` of the value without the unit dims of its ``None`` entries, which
+    address no host dim (a store through ``x[None, :, j]``)."""
+    return _numbered([a for a in accesses if a.kind is not AccessKind.NEWAXIS])
+
+
+def new_axis_dims(accesses: Sequence[DimAccess]) -> list[int]:
+    """The value dims of the ``None`` entries of ``accesses``."""
+    return [a.value_dims[0] for a in accesses if a.kind is AccessKind.NEWAXIS]
 
 
 _SHIFTS = {torch.ops.aten.add.Tensor: 1, torch.ops.aten.add.Scalar: 1,
@@ -290,18 +338,44 @@ def _add_size(emit: Emitter, host: Tensor, axis: int, negative: int) -> Scalar |
     return emit.binary("arith.addi", size, emit.index(negative))
 
 
-def _refuse_index_tensors_broadcast_together(index: Sequence[Any]) -> None:
-    """Several index tensors of which one has more than one dim: Helion (as torch) broadcasts
-    them together (``out[tile.index[:, None], cols[tile, :]]``), while each index tensor here
-    adds its own value dims (the Cartesian product of 1-D index tensors, which is the same
-    for those): refused rather than addressing other elements."""
-    metas = [entry.meta.get("val") for entry in index if isinstance(entry, fx.Node)]
-    tensors = [m for m in metas if isinstance(m, torch.Tensor)]
-    if len(tensors) > 1 and any(m.dim() > 1 for m in tensors):
-        shapes = ", ".join(str(list(m.shape)) for m in tensors)
+def _broadcast_group(ctx: RuleContext, index: Sequence[Any]) -> dict[int, DimAccess]:
+    """The accesses of the index tensors of ``index`` that Helion broadcasts together (see
+    the module docstring), by entry position: each broadcast to their common shape, all
+    in bounds on the lanes of the dims of that shape in bounds; empty when each index tensor
+    adds its own dims (one index tensor, or 1-D ones: their Cartesian product)."""
+    fakes = [entry.meta.get("val") if isinstance(entry, fx.Node) else entry for entry in index]
+    positions = [pos for pos, fake in enumerate(fakes) if isinstance(fake, torch.Tensor)]
+    metas = [fakes[pos] for pos in positions]
+    if len(positions) < 2 or all(m.dim() <= 1 for m in metas):
+        return {}
+    if not CompileEnvironment.current().should_broadcast_tensor_indexers(fakes):
+        shapes = ", ".join(str(list(m.shape)) for m in metas)
         raise HelionMLIRError(
-            f"index tensors of shapes {shapes} broadcast together are not supported; index with 1-D tensors "
-            "(their Cartesian product), or with one index tensor")
+            f"index tensors of shapes {shapes} at positions that are not adjacent are not supported (Helion "
+            "does not broadcast them together); index adjacent dimensions, or index with 1-D tensors")
+    emit = ctx.emit
+    values = [ctx.tensor(index[pos]) for pos in positions]
+    shape = broadcast_shapes(*(v.shape for v in values))
+    own = [(v, _lane_extents(ctx, m, v)) for v, m in zip(values, metas)]
+    extents: list[Scalar | int] = []
+    sizes: list[Scalar] = []  # of the dynamic dims of ``shape``
+    for axis, size in enumerate(shape):  # each dim's lanes are those of a member not of size 1 there
+        for value, lanes in own:
+            at = axis - len(shape) + value.rank
+            if at >= 0 and value.shape[at] != 1:
+                extents.append(lanes[at])
+                if size is None:
+                    sizes.append(emit.index(emit.dim(value, at)))
+                break
+        else:
+            extents.append(1)
+    group: dict[int, DimAccess] = {}
+    for which, (pos, value) in enumerate(zip(positions, values)):
+        wide = value if value.shape == shape else emit.elementwise(
+            [value], shape, value.dtype, lambda args, _i: args[0], hint="bcast", dynamic_sizes=sizes)
+        group[pos] = DimAccess(AccessKind.TENSOR, index=wide, size=None, index_extents=tuple(extents), inside=False,
+                               shared=which > 0)
+    return group
 
 
 def _tile_access(ctx: RuleContext, host: Tensor, axis: int, tile: Tile, sizes: Sequence[Scalar | int],
@@ -360,7 +434,7 @@ def _per_value_dim(accesses: Sequence[DimAccess], of_slice: Callable[[DimAccess]
             dims.append(of_slice(a))
         elif a.kind is AccessKind.NEWAXIS:
             dims.append(1)
-        elif a.kind is AccessKind.TENSOR:
+        elif a.kind is AccessKind.TENSOR and not a.shared:
             dims.extend(of_tensor(a))
     return dims
 
@@ -382,7 +456,7 @@ def value_dynamic_sizes(emit: Emitter, accesses: Sequence[DimAccess]) -> list[Sc
     for a in accesses:
         if a.kind is AccessKind.SLICE and a.size is None:
             sizes.append(emit.index(a.value_lanes))
-        elif a.kind is AccessKind.TENSOR:
+        elif a.kind is AccessKind.TENSOR and not a.shared:
             assert a.index is not None
             sizes += [emit.index(emit.dim(a.index, axis)) for axis, d in enumerate(a.index.shape) if d is None]
     return sizes
@@ -482,19 +556,14 @@ def valid_lane_condition(emit: Emitter, accesses: Sequence[DimAccess], index_of:
     (None if all lanes are); the lanes of a clipped slice past its tensor count as inside
     (the caller guards their positions)."""
     bounds: list[tuple[str, Scalar | int]] = []
-    out_dim = 0
     for a in accesses:
         if a.kind is AccessKind.SLICE:
             lanes = a.value_lanes
             if a.size is not None and not (isinstance(lanes, int) and lanes == a.size):
-                bounds.append((index_of(out_dim), lanes))
-            out_dim += 1
-        elif a.kind is AccessKind.NEWAXIS:
-            out_dim += 1
-        elif a.kind is AccessKind.TENSOR:
+                bounds.append((index_of(a.value_dims[0]), lanes))
+        elif a.kind is AccessKind.TENSOR and not a.shared:
             assert a.index is not None
-            for axis, extent in enumerate(a.index_extents):
-                if not (isinstance(extent, int) and extent == a.index.shape[axis]):
-                    bounds.append((index_of(out_dim + axis), extent))
-            out_dim += a.index.rank
+            for dim, size, extent in zip(a.value_dims, a.index.shape, a.index_extents):
+                if not (isinstance(extent, int) and extent == size):
+                    bounds.append((index_of(dim), extent))
     return emit.lanes_in_bounds(bounds)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from helion._compiler.compile_environment import CompileEnvironment
 from torch import fx
 
 from ..errors import HelionMLIRError
@@ -122,9 +123,12 @@ def value_dims(node: fx.Node) -> list[Any]:
 
 def index_dims(ctx: RuleContext, index: Sequence[Any], rank: int) -> list[Any]:
     """The size of each dim of the value ``index`` addresses (``rank`` dims), as its entries
-    give them: a tile's block symbol, an index tensor's dims, 1 for ``None``; None for a slice
+    give them: a tile's block symbol, an index tensor's dims (index tensors broadcast
+    together: their broadcast shape's, once), 1 for ``None``; None for a slice
     and for the whole dims after the entries."""
     dims: list[Any] = []
+    tensors = [e.meta["val"] for e in index if isinstance(e, fx.Node) and isinstance(e.meta.get("val"), torch.Tensor)]
+    together = len(tensors) > 1 and any(t.dim() > 1 for t in tensors)  # broadcast together (see ..indexing)
     for entry in index:
         if entry is None:
             dims.append(1)
@@ -132,7 +136,10 @@ def index_dims(ctx: RuleContext, index: Sequence[Any], rank: int) -> list[Any]:
             dims.append(None)
         elif isinstance(entry, fx.Node):
             val = entry.meta.get("val")
-            if isinstance(val, torch.Tensor):
+            if isinstance(val, torch.Tensor) and together:
+                if val is tensors[0]:
+                    dims.extend(CompileEnvironment.current().tensor_indexer_broadcast_shape(tensors))
+            elif isinstance(val, torch.Tensor):
                 dims.extend(val.shape)
             elif ctx.tile_of(val) is not None:
                 dims.append(val)

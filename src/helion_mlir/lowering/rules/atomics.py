@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from helion import exc
@@ -17,11 +18,21 @@ from ...mlir_types import element_type
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..bounds import guarded_update
-from ..indexing import AccessKind, extract_valid, pad_to_tile, value_dynamic_sizes, value_shape
+from ..indexing import (
+    AccessKind,
+    DimAccess,
+    extract_valid,
+    new_axis_dims,
+    pad_to_tile,
+    value_dynamic_sizes,
+    value_shape,
+    without_new_axes,
+)
 from ..jagged import index_dims, jagged_lane_mask, mask_jagged
 from ..registry import register_lowering
-from ..values import Tensor
+from ..values import HostTensor, Tensor
 from .memory import Combine, accesses_of, insert_valid, positions_inside, scatter, valid_region, value_to_store
+from .views import drop_unit_dims, expand_dims
 
 
 class Atomic(enum.Enum):
@@ -79,45 +90,59 @@ def _lower_atomic(kind: Atomic) -> Callable[[RuleContext, fx.Node], Tensor | Non
         host = ctx.destination
         dest = host.value
         accesses = accesses_of(ctx, host, node.args[1], node.args[2])
-        if any(a.kind is AccessKind.NEWAXIS for a in accesses):
-            raise HelionMLIRError("atomics through a None (new axis) index are not supported")
         emit = ctx.emit
         value = value_to_store(emit, ctx.value(node.args[2]), dest, accesses)
         extra = None
         if kind is Atomic.CAS:
             extra = value_to_store(emit, ctx.value(node.args[3]), dest, accesses)
-        combine = _atomic_combiner(emit, kind, dest.dtype)
         wants_old = ctx.is_read(node)  # the old values are built only for a kernel that reads them
         dims = index_dims(ctx, node.args[1], value.rank)  # lanes past a jagged tile's row end change nothing
-        if any(a.kind is AccessKind.TENSOR for a in accesses):
-            mask = jagged_lane_mask(ctx, dims, value)
-            new_dest, olds = scatter(emit, dest, host.name, accesses, value, mask, combine, extra, keep_old=wants_old)
-            ctx.write(new_dest)
-            return olds
-
-        def body(args: list[str], _i: Callable[[int], str]) -> str:
-            return combine(args[0], args[1], args[2] if len(args) > 2 else "")
-
-        def access(current: list[Tensor]) -> list[Tensor]:
-            old_valid = extract_valid(emit, current[0], accesses)
-            inputs = [old_valid, valid_region(emit, value, accesses)]
-            if extra is not None:
-                inputs.append(valid_region(emit, extra, accesses))
-            combined = emit.elementwise(inputs, old_valid.shape, dest.dtype, body, hint="rmw")
-            stored = insert_valid(emit, current[0], mask_jagged(ctx, dims, combined, old_valid), accesses)
-            return [stored, pad_to_tile(emit, old_valid, accesses)] if wants_old else [stored]
-
-        inside = positions_inside(emit, dest, host.name, accesses)
-        current = [dest]
-        if wants_old and inside is not None:  # outside the destination the old values read 0
-            current.append(emit.fill(value_shape(accesses), dest.dtype, 0, value_dynamic_sizes(emit, accesses)))
-        results = guarded_update(emit, inside, access, current)
-        ctx.write(results[0])
-        return results[1] if wants_old else None
+        units = new_axis_dims(accesses)  # the unit dims of None entries address nothing; the old values keep them
+        if units:
+            value = drop_unit_dims(emit, value, units)
+            extra = drop_unit_dims(emit, extra, units) if extra is not None else None
+            dims = [d for axis, d in enumerate(dims) if axis not in units]
+            accesses = without_new_axes(accesses)
+        olds = _lower_update(ctx, kind, host, accesses, value, extra, dims, wants_old)
+        return expand_dims(emit, olds, units) if olds is not None else None
 
     rule.__name__ = f"lower_atomic_{kind.value}"
     rule.__doc__ = f"``atomic_{kind.value}``: read-modify-write returning the old values."
     return rule
+
+
+def _lower_update(ctx: RuleContext, kind: Atomic, host: HostTensor, accesses: list[DimAccess], value: Tensor,
+                  extra: Tensor | None, dims: list[Any], wants_old: bool) -> Tensor | None:
+    """The read-modify-write of an atomic at ``accesses`` (no ``None`` among them); the old
+    values when ``wants_old``."""
+    emit = ctx.emit
+    dest = host.value
+    combine = _atomic_combiner(emit, kind, dest.dtype)
+    if any(a.kind is AccessKind.TENSOR for a in accesses):
+        mask = jagged_lane_mask(ctx, dims, value)
+        new_dest, olds = scatter(emit, dest, host.name, accesses, value, mask, combine, extra, keep_old=wants_old)
+        ctx.write(new_dest)
+        return olds
+
+    def body(args: list[str], _i: Callable[[int], str]) -> str:
+        return combine(args[0], args[1], args[2] if len(args) > 2 else "")
+
+    def access(current: list[Tensor]) -> list[Tensor]:
+        old_valid = extract_valid(emit, current[0], accesses)
+        inputs = [old_valid, valid_region(emit, value, accesses)]
+        if extra is not None:
+            inputs.append(valid_region(emit, extra, accesses))
+        combined = emit.elementwise(inputs, old_valid.shape, dest.dtype, body, hint="rmw")
+        stored = insert_valid(emit, current[0], mask_jagged(ctx, dims, combined, old_valid), accesses)
+        return [stored, pad_to_tile(emit, old_valid, accesses)] if wants_old else [stored]
+
+    inside = positions_inside(emit, dest, host.name, accesses)
+    current = [dest]
+    if wants_old and inside is not None:  # outside the destination the old values read 0
+        current.append(emit.fill(value_shape(accesses), dest.dtype, 0, value_dynamic_sizes(emit, accesses)))
+    results = guarded_update(emit, inside, access, current)
+    ctx.write(results[0])
+    return results[1] if wants_old else None
 
 
 for _kind in Atomic:

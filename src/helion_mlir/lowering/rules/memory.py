@@ -43,6 +43,7 @@ from ..indexing import (
     add_new_axes,
     extract_valid,
     host_accesses,
+    new_axis_dims,
     pad_to_tile,
     resolve_index,
     settle_unit_dims,
@@ -53,11 +54,12 @@ from ..indexing import (
     value_dynamic_sizes,
     value_extents,
     value_shape,
+    without_new_axes,
 )
 from ..jagged import index_dims, jagged_condition, jagged_lane_mask, mask_jagged, value_dims
 from ..registry import register_lowering
 from ..values import HostTensor, Scalar, Tensor
-from .views import expand_dims, subscript_value
+from .views import drop_unit_dims, expand_dims, subscript_value
 
 
 def _insert_element(emit: Emitter, element: str, dest: Tensor, coords: list[str]) -> str:
@@ -85,31 +87,26 @@ def _coordinates(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], ind
     access position -> index-tensor element."""
     coords: list[str] = []
     guarded: list[int] = []
-    out_dim = 0
     host_axis = 0
     for pos, a in enumerate(accesses):
         if a.kind is AccessKind.NEWAXIS:
-            out_dim += 1
             continue
         if a.kind is AccessKind.SCALAR:
             coords.append(emit.index(a.offset).ssa)
         elif a.broadcast:
             coords.append(emit.index(0).ssa)
-            out_dim += 1
         elif a.kind is AccessKind.SLICE:
-            lane = index_of(out_dim)
+            lane = index_of(a.value_dims[0])
             if a.step != 1:
                 scaled = emit.assign("lane", f"arith.muli {lane}, {emit.index(a.step).ssa} : index")
                 lane = scaled
             origin = a.base if a.base is not None else a.offset  # a clipped slice's lanes start at its base
             pos_ssa = emit.assign("pos", f"arith.addi {emit.index(origin).ssa}, {lane} : index")
             coords.append(_clamp_index(emit, pos_ssa, host, host_axis) if a.padded and a.inside else pos_ssa)
-            out_dim += 1
         else:  # tensor
             assert a.index is not None
             raw = index_elements[pos]
             coords.append(emit.assign("idx", f"arith.index_cast {raw} : {element_type(a.index.dtype)} to index"))
-            out_dim += a.index.rank
         if not a.inside:
             guarded.append(host_axis)
         host_axis += 1
@@ -131,17 +128,12 @@ def _index_tensor_maps(accesses: Sequence[DimAccess], rank: int) -> tuple[list[T
     maps: list[str] = []
     which: dict[int, int] = {}
     dims = [f"d{i}" for i in range(rank)]
-    out_dim = 0
     for pos, a in enumerate(accesses):
-        if a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS):
-            out_dim += 1
-        elif a.kind is AccessKind.TENSOR:
+        if a.kind is AccessKind.TENSOR:
             assert a.index is not None
-            sel = dims[out_dim: out_dim + a.index.rank]
             which[pos] = len(tensors)
             tensors.append(a.index)
-            maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(sel)})>")
-            out_dim += a.index.rank
+            maps.append(f"affine_map<({', '.join(dims)}) -> ({', '.join(dims[d] for d in a.value_dims)})>")
     return tensors, maps, which
 
 
@@ -273,14 +265,8 @@ def _check_positions(emit: Emitter, host: Tensor, name: str, accesses: Sequence[
     """Checked mode: the scalar positions ``oks`` says are inside, and the lanes of each
     clipped slice, must lie inside ``host`` wherever ``mask`` leaves a lane on."""
     hosts = host_accesses(accesses)
-    windows: dict[int, int] = {}  # host axis of each clipped slice -> its value dim
-    value_dim = 0
-    host_axis = 0
-    for a in accesses:
-        if a.kind is AccessKind.SLICE and a.clipped:
-            windows[host_axis] = value_dim
-        value_dim += a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS)
-        host_axis += a.kind is not AccessKind.NEWAXIS
+    # host axis of each clipped slice -> its value dim
+    windows = {axis: a.value_dims[0] for axis, a in enumerate(hosts) if a.kind is AccessKind.SLICE and a.clipped}
     if mask is None:
         for axis, ok in oks.items():
             emit.check(ok, check_message(name, axis, emit.dim(host, axis)))
@@ -416,10 +402,28 @@ def value_to_store(emit: Emitter, value: Any, host: Tensor, accesses: Sequence[D
         return emit.fill(shape, host.dtype, value)
     if not isinstance(value, Tensor):
         raise HelionMLIRError(f"cannot store {value!r}")
-    value = emit.cast(value, host.dtype)
+    return _fit_to(emit, emit.cast(value, host.dtype), shape)
+
+
+def _fit_to(emit: Emitter, value: Tensor, shape: Sequence[int | None]) -> Tensor:
+    """``value`` shaped like the lanes a store addresses, as torch and Helion assign it: leading
+    unit dims past their rank dropped (``x[i] = y[i:i + 1]``), a dim longer than a static one
+    cut to its leading lanes (Helion pads ``torch.full([3, 5], v)`` to 4 x 8 lanes, the first
+    3 x 5 of which are the value's), unit dims broadcast; a dynamic dim takes the value's size."""
+    extra = value.rank - len(shape)
+    if extra > 0:
+        if any(size != 1 for size in value.shape[:extra]):
+            raise HelionMLIRError(f"cannot store a value of shape {value.shape} into {len(shape)} dimensions")
+        value = drop_unit_dims(emit, value, list(range(extra)))
     lead = len(shape) - value.rank
-    # A dynamic target dim takes the value's own size there.
     shape = [s if s is not None or i < lead else value.shape[i - lead] for i, s in enumerate(shape)]
+    cut = [min(have, want) if isinstance(have, int) and isinstance(want, int) and want != 1 else have
+           for have, want in zip(value.shape, shape[lead:])]
+    if cut != list(value.shape):
+        value = emit.slice_prefix(value, [c if c is not None else emit.dim(value, a) for a, c in enumerate(cut)])
+    if any(isinstance(have, int) and isinstance(want, int) and have not in (1, want)
+           for have, want in zip(value.shape, shape[lead:])):
+        raise HelionMLIRError(f"cannot store a value of shape {value.shape} into lanes of shape {tuple(shape)}")
     if lead > 0 or any(a != b for a, b in zip(value.shape, shape[lead:])):
         value = emit.broadcast_to(value, shape)
     return value
@@ -483,12 +487,16 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
     value_node = node.args[2]
     extra_mask = _mask_arg(ctx, node, 3)
     accesses = accesses_of(ctx, host, node.args[1], value_node, masked=extra_mask is not None)
-    if any(a.kind is AccessKind.NEWAXIS for a in accesses):
-        raise HelionMLIRError("stores through a None (new axis) index are not supported")
     emit = ctx.emit
     value = value_to_store(emit, ctx.value(value_node), dest, accesses)
     dims = index_dims(ctx, node.args[1], value.rank)
-    mask = emit.broadcast_to(_mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
+    mask = _fit_to(emit, _mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
+    units = new_axis_dims(accesses)  # x[None, :, j] = v: the unit dims of None entries address nothing
+    if units:
+        value = drop_unit_dims(emit, value, units)
+        mask = drop_unit_dims(emit, mask, units) if mask is not None else None
+        dims = [d for axis, d in enumerate(dims) if axis not in units]
+        accesses = without_new_axes(accesses)
     if any(a.kind is AccessKind.TENSOR for a in accesses):
         mask = _and_masks(emit, mask, jagged_lane_mask(ctx, dims, value))
         ctx.write(scatter(emit, dest, host.name, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0])
@@ -548,16 +556,11 @@ def scatter(emit: Emitter, dest: Tensor, name: str, accesses: Sequence[DimAccess
         cur_dest = carried[0]
         lanes = ", ".join(iv.ssa for iv in ivs)
         index_elements: dict[int, str] = {}
-        out_dim = 0
         for pos, a in enumerate(accesses):
             if a.kind is AccessKind.TENSOR:
                 assert a.index is not None
-                sel = ", ".join(iv.ssa for iv in ivs[out_dim: out_dim + a.index.rank])
-                ie = emit.assign("ie", f"tensor.extract {a.index.ssa}[{sel}] : {a.index.type}")
-                index_elements[pos] = ie
-                out_dim += a.index.rank
-            elif a.kind in (AccessKind.SLICE, AccessKind.NEWAXIS):
-                out_dim += 1
+                sel = ", ".join(ivs[d].ssa for d in a.value_dims)
+                index_elements[pos] = emit.assign("ie", f"tensor.extract {a.index.ssa}[{sel}] : {a.index.type}")
         coords, axes = _coordinates(emit, cur_dest, accesses, lambda d: ivs[d].ssa, index_elements)
         on = None
         if mask is not None:

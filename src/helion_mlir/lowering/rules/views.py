@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from helion.language import view_ops
 from torch import fx
@@ -44,6 +46,27 @@ def expand_dims(emit: Emitter, value: Tensor, new_axes: list[int]) -> Tensor:
             sizes.append(str(size))
     result = Tensor(emit.fresh("expand"), tuple(shape), value.dtype)
     emit.op(f"{result.ssa} = tensor.expand_shape {value.ssa} {reassoc} output_shape [{', '.join(sizes)}] : {value.type} into {result.type}")
+    return result
+
+
+def drop_unit_dims(emit: Emitter, value: Tensor, axes: Sequence[int]) -> Tensor:
+    """``value`` without its unit dimensions ``axes`` (the inverse of :func:`expand_dims`)."""
+    if not axes:
+        return value
+    if any(value.shape[axis] != 1 for axis in axes):
+        raise HelionMLIRError(f"dimensions {list(axes)} of a value of shape {value.shape} are not all of size 1")
+    groups: list[list[int]] = []
+    pending: list[int] = []
+    for axis in range(value.rank):
+        pending.append(axis)
+        if axis not in axes:
+            groups.append(pending)
+            pending = []
+    if pending and groups:
+        groups[-1].extend(pending)
+    reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+    result = Tensor(emit.fresh("collapse"), tuple(s for a, s in enumerate(value.shape) if a not in axes), value.dtype)
+    emit.op(f"{result.ssa} = tensor.collapse_shape {value.ssa} {reassoc} : {value.type} into {result.type}")
     return result
 
 
