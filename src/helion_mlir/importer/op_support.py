@@ -160,8 +160,53 @@ def render_op_support(support: OpSupport) -> str:
     lines += [f"{number}. {reason}" for number, reason in enumerate(notes, start=1)]
     if not notes:
         lines.append("None: everything lowers.")
-    lines += ["", *_LOW_PRECISION_SECTION]
+    lines += ["", *_BEYOND_TORCH_MLIR_SECTION, "", *_LOW_PRECISION_SECTION]
     return "\n".join(lines) + "\n"
+
+
+# Forms the lowering itself decides, beyond torch-mlir's catalogue: dtypes, stack tensors and
+# index forms (tests/test_unsigned_dtypes.py, test_unsupported_nodes.py, test_index_broadcasting.py).
+_BEYOND_TORCH_MLIR_SECTION = (
+    "## Unsigned dtypes",
+    "",
+    "`uint8`, `uint16`, `uint32` and `uint64` tensors are signless integers of their width; loads,",
+    "stores, conversions and arg reductions read them unsigned. ATen ops on them go through",
+    "torch-mlir, which imports `uint8` and `uint32` but neither `uint16` nor `uint64`: such an",
+    "op (`a > b` of uint64 values) is refused naming the node, while loads and stores of uint64",
+    "tensors (lists of `data_ptr()`s) lower.",
+    "",
+    "## Stack tensors",
+    "",
+    "Loads and stores through `hl.stacktensor_like(tensor, dev_ptrs)` are refused (an",
+    "`UnsupportedNodeError` naming the node and line, saying why): a stack tensor addresses",
+    "tensors through pointers read from `dev_ptrs` at run time, and the emitted function holds",
+    "tensors as values (`tensor<...>` arguments and results), never memory at an address, so no",
+    "operation of its ABI can read or write them. Pass the tensors as arguments, or `torch.stack`",
+    "them on the host.",
+    "",
+    "## Index tensors that broadcast together",
+    "",
+    "Index tensors follow Helion's rule (`CompileEnvironment.should_broadcast_tensor_indexers`).",
+    "Several 1-D index tensors in one subscript address the Cartesian product of their positions",
+    "(`x[rows, cols]` with `rows`, `cols` of one dim each), each adding its own value dim. When",
+    "one of several adjacent index tensors has more dims (`out[tile.index[:, None], cols[tile, :]]`),",
+    "they broadcast together as in torch and add the dims of their broadcast shape once, where",
+    "the first of them stands: loads, stores and atomics alike, lanes past a ragged tile masked",
+    "and every position guarded as any index tensor's (outside the tensor a gather reads 0, a",
+    "scatter or an atomic skips the lane, checked mode raises `OutOfBoundsAccessError`). Index",
+    "tensors of several dims that are not adjacent (`x[a2d, :, b2d]`) are refused (an",
+    "`UnsupportedNodeError` naming the node and line): Helion does not broadcast those together",
+    "and keeps one block dim of each, which is neither torch's meaning nor a product.",
+    "",
+    "## Stores through `None`, one-element slices, padded values",
+    "",
+    "A store or an atomic through `None` (`x[None, :, j] = v`, `x[None, ..., i] = 1.0`,",
+    "`hl.atomic_add(x, [tile, None, 1], v)`) updates the dims the other entries name (an",
+    "atomic's old values keep the unit dims); a one-element slice stored at a scalar index",
+    "(`x[i] = y[i:i + 1]`) drops its unit dim, as torch assigns it; a value or mask of a size",
+    "Helion pads (`torch.full([3, 5], v)` on 4 x 8 lanes) stored through index tensors addresses",
+    "the lanes the index tensors give (its first 3 x 5).",
+)
 
 
 # What the package lowers itself for float8 and packed float4 (tests/test_low_precision.py
