@@ -3,11 +3,12 @@
 Parallel tiles run on Intel's OpenMP runtime (``helion_mlir.runtime.openmp``). A forked child
 inherits its state but not its workers, and its first parallel region waited for them
 forever: scikit-learn, which Helion's autotuner imports, sets ``KMP_INIT_AT_FORK=FALSE``, so
-the runtime never registered the fork handler that resets it in the child. Each scenario
-runs in a fresh interpreter with a time limit, so that a hang fails the test instead of
-stalling the suite. torch's own GNU OpenMP cannot be forked after it ran on several threads
-(a torch op in such a child hangs, with or without this package): the children set torch to
-one thread first, as DataLoader workers do.
+the runtime never registered the fork handler that resets it in the child. A child forked
+while another thread compiled inherited the package's locks held, and its first compile
+waited for them forever. Each scenario runs in a fresh interpreter with a time limit, so that
+a hang fails the test instead of stalling the suite. torch's own GNU OpenMP cannot be forked
+after it ran on several threads (a torch op in such a child hangs, with or without this
+package): the children set torch to one thread first, as DataLoader workers do.
 """
 
 from __future__ import annotations
@@ -24,17 +25,22 @@ TIME_LIMIT = 300  # seconds, for both scenarios; each takes a few on an idle mac
 CHILD_TIME_LIMIT = 120  # a hung child ends by SIGALRM (exit -14)
 MODES = ("fresh", "loaded-elsewhere")
 
-# One interpreter imports once, then forks a process per scenario before any OpenMP runtime
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc/self/task")
+
+# One interpreter imports once, then forks a process per scenario before Intel's OpenMP runtime
 # is loaded. Each: (loaded-elsewhere: first starts the runtime without its fork handler, as
 # another package could) compile bias + GELU for two OpenMP workers, call it, fork. Its child:
-# the same compiled kernel, then (fresh) one compiled in the child and a torch op, each checked
-# against torch; its thread count after the calls tells whether the runtime started a worker.
+# the same compiled kernel, then (fresh: forked while another thread compiles) one compiled in
+# the child and a torch op, each checked against torch; its thread count after the calls tells
+# whether the runtime started a worker.
 SCENARIOS = """
-import os, signal, sys
+import os, signal, sys, threading, time
 sys.path.insert(0, sys.argv[1])
 import torch
 from examples_util import load_example_by_name
 from helion_mlir import compile_kernel
+from helion_mlir.front_end_lock import FRONT_END_LOCK
+from helion_mlir.mlir_context import mlir_session
 from helion_mlir.runtime.engine import clear_compile_cache
 
 example = load_example_by_name("bias_gelu")
@@ -51,12 +57,27 @@ def in_child(mode, kernel, x, bias, expected):
     signal.alarm(int(sys.argv[2]))
     torch.set_num_threads(1)
     torch.testing.assert_close(kernel(x, bias), expected, **example.TOLERANCE)
+    print(f"{mode}: child called", flush=True)
     if mode == "fresh":
         clear_compile_cache()
         again = compile_kernel(example.KERNEL, (x, bias), threads=2)
         torch.testing.assert_close(again(x, bias), expected, **example.TOLERANCE)
         torch.testing.assert_close(torch.nn.functional.gelu(x.float() + bias.float()).to(x.dtype), expected)
+        print(f"{mode}: child compiled", flush=True)
     print(f"{mode}: child threads", len(os.listdir("/proc/self/task")), flush=True)
+
+
+def compiling_meanwhile(seconds):
+    # A thread that holds the front-end and MLIR locks for a while, as a long compile does.
+    holding = threading.Event()
+
+    def hold():
+        with FRONT_END_LOCK, mlir_session():
+            holding.set()
+            time.sleep(seconds)
+
+    threading.Thread(target=hold).start()
+    holding.wait()
 
 
 def scenario(mode):
@@ -67,7 +88,8 @@ def scenario(mode):
     expected = example.reference(x, bias)
     kernel = compile_kernel(example.KERNEL, (x, bias), threads=2)
     torch.testing.assert_close(kernel(x, bias), expected, **example.TOLERANCE)
-    print(f"{mode}: parent threads", len(os.listdir("/proc/self/task")), flush=True)
+    if mode == "fresh":
+        compiling_meanwhile(0.5)  # the fork waits for it: the child must not inherit held locks
     pid = os.fork()
     if pid == 0:
         run(lambda: in_child(mode, kernel, x, bias, expected))
@@ -108,7 +130,9 @@ def scenario_output() -> list[str]:
 
 
 def test_a_forked_child_runs_parallel_tiles_on_new_workers_and_compiles_afresh(scenario_output: list[str]) -> None:
+    """Forked while another thread held the compile locks: the fork waited for them."""
     assert "fresh: child exit 0" in scenario_output, scenario_output
+    assert "fresh: child compiled" in scenario_output, scenario_output
     assert "fresh: child threads 2" in scenario_output, scenario_output  # its own OpenMP worker too
 
 
