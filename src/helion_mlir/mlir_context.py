@@ -13,11 +13,17 @@ raised by the package can quote them. Locations are written here too: the
 Parsing a textual pass pipeline and initializing its passes (their pattern sets) costs
 time, and a pass manager can run again on the next module, so :func:`pass_manager` keeps
 one per pipeline text for the whole package.
+
+A child made by ``fork`` has only the thread that forked: a lock another thread held at that
+moment stays held in the child forever, and the child's first compile would wait for it. So
+a fork waits until no other thread emits or compiles (it takes the front-end lock, then this
+one, as every compile does) and both are released on each side of it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +32,8 @@ from typing import Any
 import torch_mlir.dialects.torch as torch_dialect  # registers torch-mlir's passes too
 from torch_mlir import ir, passmanager
 from torch_mlir._mlir_libs import _stablehlo
+
+from .front_end_lock import FRONT_END_LOCK
 
 __all__ = [
     "shared_context", "mlir_session", "format_diagnostic", "file_location", "source_location_body", "pass_manager",
@@ -43,6 +51,19 @@ _PASS_MANAGERS: dict[str, passmanager.PassManager] = {}
 # generated (per op and type) and would call those of a module already freed (a crash, or
 # wrong code) when a second module needs the same one (a vector math.fpowi, as in tanh GELU).
 _KEEP_STATE_ACROSS_RUNS = ("convert-math-to-funcs",)
+
+
+def _hold_for_fork() -> None:
+    FRONT_END_LOCK.acquire()
+    _LOCK.acquire()
+
+
+def _release_after_fork() -> None:
+    _LOCK.release()
+    FRONT_END_LOCK.release()
+
+
+os.register_at_fork(before=_hold_for_fork, after_in_parent=_release_after_fork, after_in_child=_release_after_fork)
 
 
 def format_diagnostic(diag: Any, *, with_locations: bool = True) -> str:

@@ -6,8 +6,9 @@ candidate the autotuner tries, so candidates are compiled and run here instead, 
 the config that wins is compiled in the user's process.
 
 The worker is a fresh interpreter (:mod:`.worker_process`), not a fork: a process that has run
-parallel code cannot fork safely (torch's GNU OpenMP, and Intel's, which parallel tiles run
-on, both hang in a forked child once they have started their threads). It answers
+torch ops on several threads cannot fork safely (torch's GNU OpenMP hangs in a forked child
+once it has started its threads; Intel's, which parallel tiles run on, is reset in the
+child, :mod:`..openmp`). It answers
 requests in order over a pipe: ``compile`` (module text -> the function's signature),
 ``run`` (arguments -> results), ``time`` and ``interleave`` (samples of the candidates'
 last runs, see :mod:`.timing`) and ``forget``. Large arguments and results cross in

@@ -1,0 +1,143 @@
+"""A child made by ``fork`` after its parent ran parallel tiles calls kernels and gets the right numbers.
+
+Parallel tiles run on Intel's OpenMP runtime (``helion_mlir.runtime.openmp``). A forked child
+inherits its state but not its workers, and its first parallel region waited for them
+forever: scikit-learn, which Helion's autotuner imports, sets ``KMP_INIT_AT_FORK=FALSE``, so
+the runtime never registered the fork handler that resets it in the child. A child forked
+while another thread compiled inherited the package's locks held, and its first compile
+waited for them forever. Each scenario runs in a fresh interpreter with a time limit, so that
+a hang fails the test instead of stalling the suite. torch's own GNU OpenMP cannot be forked
+after it ran on several threads (a torch op in such a child hangs, with or without this
+package): the children set torch to one thread first, as DataLoader workers do.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+TIME_LIMIT = 300  # seconds, for both scenarios; each takes a few on an idle machine
+CHILD_TIME_LIMIT = 120  # a hung child ends by SIGALRM (exit -14)
+MODES = ("fresh", "loaded-elsewhere")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc/self/task")
+
+# One interpreter imports once, then forks a process per scenario before Intel's OpenMP runtime
+# is loaded. Each: (loaded-elsewhere: first starts the runtime without its fork handler, as
+# another package could) compile bias + GELU for two OpenMP workers, call it, fork. Its child:
+# the same compiled kernel, then (fresh: forked while another thread compiles) one compiled in
+# the child and a torch op, each checked against torch; its thread count after the calls tells
+# whether the runtime started a worker.
+SCENARIOS = """
+import os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+import torch
+from examples_util import load_example_by_name
+from helion_mlir import compile_kernel
+from helion_mlir.front_end_lock import FRONT_END_LOCK
+from helion_mlir.mlir_context import mlir_session
+from helion_mlir.runtime.engine import clear_compile_cache
+
+example = load_example_by_name("bias_gelu")
+
+
+def start_runtime_without_fork_handler():
+    import ctypes, glob
+    os.environ["KMP_INIT_AT_FORK"] = "FALSE"
+    (path,) = glob.glob(os.path.join(sys.prefix, "lib", "libiomp5.so"))
+    ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL).omp_get_max_threads()
+
+
+def in_child(mode, kernel, x, bias, expected):
+    signal.alarm(int(sys.argv[2]))
+    torch.set_num_threads(1)
+    torch.testing.assert_close(kernel(x, bias), expected, **example.TOLERANCE)
+    print(f"{mode}: child called", flush=True)
+    if mode == "fresh":
+        clear_compile_cache()
+        again = compile_kernel(example.KERNEL, (x, bias), threads=2)
+        torch.testing.assert_close(again(x, bias), expected, **example.TOLERANCE)
+        torch.testing.assert_close(torch.nn.functional.gelu(x.float() + bias.float()).to(x.dtype), expected)
+        print(f"{mode}: child compiled", flush=True)
+    print(f"{mode}: child threads", len(os.listdir("/proc/self/task")), flush=True)
+
+
+def compiling_meanwhile(seconds):
+    # A thread that holds the front-end and MLIR locks for a while, as a long compile does.
+    holding = threading.Event()
+
+    def hold():
+        with FRONT_END_LOCK, mlir_session():
+            holding.set()
+            time.sleep(seconds)
+
+    threading.Thread(target=hold).start()
+    holding.wait()
+
+
+def scenario(mode):
+    if mode == "loaded-elsewhere":
+        start_runtime_without_fork_handler()
+    x = torch.randn(512, 384).to(torch.bfloat16)
+    bias = torch.randn(384).to(torch.bfloat16)
+    expected = example.reference(x, bias)
+    kernel = compile_kernel(example.KERNEL, (x, bias), threads=2)
+    torch.testing.assert_close(kernel(x, bias), expected, **example.TOLERANCE)
+    if mode == "fresh":
+        compiling_meanwhile(0.5)  # the fork waits for it: the child must not inherit held locks
+    pid = os.fork()
+    if pid == 0:
+        run(lambda: in_child(mode, kernel, x, bias, expected))
+    _, status = os.waitpid(pid, 0)
+    print(f"{mode}: child exit", os.waitstatus_to_exitcode(status), flush=True)
+
+
+def run(work):
+    try:
+        work()
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        os._exit(1)
+    os._exit(0)
+
+
+pids = []
+for mode in sys.argv[3:]:
+    pid = os.fork()
+    if pid == 0:
+        run(lambda: scenario(mode))
+    pids.append(pid)
+sys.exit(max(abs(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])) for pid in pids))
+"""
+
+
+@pytest.fixture(scope="module")
+def scenario_output() -> list[str]:
+    """The scenarios' output lines; fails (instead of hanging) past the time limit."""
+    command = [sys.executable, "-c", textwrap.dedent(SCENARIOS), str(TESTS_DIR), str(CHILD_TIME_LIMIT), *MODES]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TIME_LIMIT)
+    except subprocess.TimeoutExpired as err:
+        raise AssertionError(f"a forked child hung: {err.stdout}\n{err.stderr}") from None
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    return done.stdout.splitlines()
+
+
+def test_a_forked_child_runs_parallel_tiles_on_new_workers_and_compiles_afresh(scenario_output: list[str]) -> None:
+    """Forked while another thread held the compile locks: the fork waited for them."""
+    assert "fresh: child exit 0" in scenario_output, scenario_output
+    assert "fresh: child compiled" in scenario_output, scenario_output
+    assert "fresh: child threads 2" in scenario_output, scenario_output  # its own OpenMP worker too
+
+
+def test_a_child_of_a_runtime_loaded_elsewhere_runs_parallel_tiles_on_one_thread(scenario_output: list[str]) -> None:
+    """Another package started the runtime without its fork handler: a child cannot get
+    workers, so its parallel regions run on the calling thread alone."""
+    assert "loaded-elsewhere: child exit 0" in scenario_output, scenario_output
+    assert "loaded-elsewhere: child threads 1" in scenario_output, scenario_output
