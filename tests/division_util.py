@@ -52,6 +52,10 @@ def _run(setting: str, dtype_name: str) -> dict[str, Any]:
         found["by_tensor"] = compile_kernel(KERNELS.by_tensor.bind((a, b)), **options)(a, b).tolist()
         scalar = compile_kernel(KERNELS.by_scalar.bind((a, 3)), **options)
         found["by_scalar"] = {k: scalar(a, k).tolist() for k in (3, -1, 0)}
+        if output_type == "linalg-on-tensors" and runtime == "jit":
+            grid = compile_kernel(KERNELS.grid_by_scalar.bind((a, 3)), **options)
+            found["grid_by_scalar"] = grid(a, 3).tolist()
+            found["grid_by_scalar_0"] = grid(a, 0).tolist()
     except helion_mlir.HelionMLIRError as error:
         found["error"] = [type(error).__name__, str(error)]
     return found

@@ -1,6 +1,6 @@
 """Integer division and remainder by zero (and ``INT_MIN // -1``) give docs/abi.md's defined
 values instead of SIGFPE, in every output type and pipeline, in checked mode and through
-IREE; so does a division in the padding lanes of a ragged tile (36 elements in tiles of 16),
+IREE (checked mode raises ``DivisionByZeroError`` for a device scalar divisor); so does a division in the padding lanes of a ragged tile (36 elements in tiles of 16),
 which the plain pipeline trapped on even when no divisor was zero.
 
 The kernels run in a child process (tests/division_util.py): a division that traps kills
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import torch
-from division_util import DTYPES, KERNELS, RUNS, SETTINGS, arguments
+from division_util import DTYPES, KERNELS, KERNELS_FILE, RUNS, SETTINGS, arguments
 from filecheck_util import run_filecheck
 
 from helion_mlir.mlir_context import mlir_session
@@ -52,7 +52,7 @@ def _outcome(outcomes: dict[tuple[str, str], dict[str, Any]], setting: str, dtyp
     return found
 
 
-@pytest.mark.parametrize(("setting", "dtype"), RUNS)
+@pytest.mark.parametrize(("setting", "dtype"), [r for r in RUNS if r[0] != "checked"])
 def test_a_zero_divisor_gives_the_documented_value_and_the_others_torchs(outcomes, setting: str, dtype: str) -> None:
     found = _outcome(outcomes, setting, dtype)
     assert "error" not in found, found["error"]
@@ -64,6 +64,28 @@ def test_a_zero_divisor_gives_the_documented_value_and_the_others_torchs(outcome
     for k in (3, -1, 0):
         k_tensor = torch.full_like(a, k)
         assert torch.equal(torch.tensor(by_scalar[str(k)], dtype=a.dtype), KERNELS.expected(a, k_tensor)[:2]), k
+
+
+@pytest.mark.parametrize("setting", ["linalg-on-tensors-fast", "linalg-on-tensors-plain"])
+def test_a_device_scalar_divided_by_zero_gives_minus_one(outcomes, setting: str) -> None:
+    found = _outcome(outcomes, setting, "int32")
+    a, _ = arguments(torch.int32)
+    i = torch.arange(a.size(0), dtype=a.dtype)
+    assert torch.equal(torch.tensor(found["grid_by_scalar"], dtype=a.dtype), a + i // 3)
+    assert torch.equal(torch.tensor(found["grid_by_scalar_0"], dtype=a.dtype), a - 1)
+
+
+def test_checked_mode_gives_the_same_values_for_tensor_divisors_and_raises_for_a_scalar_one(outcomes) -> None:
+    dtype = "int32"
+    found = _outcome(outcomes, "checked", dtype)
+    kind, message = found["error"]
+    assert kind == "DivisionByZeroError", message
+    line = next(i for i, text in enumerate(KERNELS_FILE.read_text().splitlines(), 1)
+                if text.endswith("# divides a device scalar"))
+    assert f"{KERNELS_FILE}:{line}: out[i] = x[i] + i // k" in message
+    a, b = arguments(DTYPES[dtype])
+    assert torch.equal(torch.tensor(found["by_tensor"], dtype=a.dtype), KERNELS.expected(a, b))
+    assert torch.equal(torch.tensor(found["grid_by_scalar"], dtype=a.dtype), a + torch.arange(a.size(0)) // 3)
 
 
 def test_divisions_whose_divisor_may_be_zero_are_guarded_and_by_constants_are_not() -> None:

@@ -2,6 +2,7 @@
 
 A zero divisor (or ``INT_MIN / -1``) makes x86's ``idiv`` trap; here each gives the value
 docs/abi.md documents ("Integer division by zero"), which :func:`expected` computes in torch.
+The line that divides a device scalar ends in ``# divides a device scalar``: checked mode names it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ def by_scalar(a: torch.Tensor, k: int) -> torch.Tensor:
     for t in hl.tile(a.size(0)):
         out[0, t] = a[t] // k
         out[1, t] = a[t] % k
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[]))
+def grid_by_scalar(x: torch.Tensor, k: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for i in hl.grid(x.size(0)):
+        out[i] = x[i] + i // k  # divides a device scalar
     return out
 
 

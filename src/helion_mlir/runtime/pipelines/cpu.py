@@ -68,7 +68,7 @@ from ..rewrites.carried_buffers import store_yields_in_carried_buffers
 from ..rewrites.constant_powers import integral_powers_as_fpowi
 from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
 from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
-from ..rewrites.integer_division import guard_integer_divisions
+from ..rewrites.integer_division import assert_nonzero_divisors, guard_integer_divisions
 from ..rewrites.interleaved_pairs import move_pairs_contiguously
 from ..rewrites.libm_expm1 import call_libm_for_expm1
 from ..rewrites.local_accumulators import accumulate_in_local_buffers
@@ -143,7 +143,9 @@ FIRST_STAGE: tuple[Step, ...] = (
     check(ModuleLowering.read_signature),
     boundary(ModuleLowering.prepare_boundary),
     # Before vectorization and arith-expand: a zero divisor (also in a ragged tile's padding
-    # lanes) gives a defined value instead of SIGFPE (docs/abi.md, "Integer division by zero").
+    # lanes) gives a defined value instead of SIGFPE (docs/abi.md, "Integer division by zero");
+    # checked mode raises first for a scalar divisor.
+    rewrite(assert_nonzero_divisors, when=CHECKED),
     rewrite(guard_integer_divisions),
 )
 

@@ -24,25 +24,29 @@ every output type agrees:
 - a signed division **by -1 gives** ``0 - x``, which wraps ``INT_MIN`` to ``INT_MIN`` as
   torch does, and a signed remainder by -1 gives 0 (``remsi(x, 1)``), as torch does.
 
-Checked mode does not raise for a zero divisor: the lanes of a ragged tile past the
-tensor's end divide too (their padding holds zeros), so an assert in the division's linalg
-body would fail for kernels whose divisors are all non-zero; only the lowering, which knows
-which lanes are live, could check (docs/abi.md).
+:func:`assert_nonzero_divisors` (checked mode) first asserts each scalar divisor that may be
+0 outside linalg bodies (device scalars: ``i // k`` in a grid) non-zero, so that the call
+raises naming the kernel line (:mod:`.failed_checks`). Divisions in a linalg body are not
+checked: the lanes of a ragged tile past the tensor's end divide too (their padding holds
+zeros), so an assert there would fail for kernels whose divisors are all non-zero.
 """
 
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import arith
+from torch_mlir.dialects import arith, cf
 
 from .ir_walk import defining_op, ops_where
 
-__all__ = ["guard_integer_divisions"]
+__all__ = ["DIVISION_BY_ZERO_CHECK", "assert_nonzero_divisors", "guard_integer_divisions"]
+
+#: The message of checked mode's assert, which :mod:`..check_failures` maps to its error.
+DIVISION_BY_ZERO_CHECK = "integer division by zero"
 
 _SIGNED = frozenset({"arith.divsi", "arith.remsi", "arith.floordivsi", "arith.ceildivsi"})
 _UNSIGNED = frozenset({"arith.divui", "arith.remui", "arith.ceildivui"})
 _REMAINDERS = frozenset({"arith.remsi", "arith.remui"})
-_EQ, _SLT = 0, 2  # arith.cmpi predicates
+_EQ, _NE, _SLT = 0, 1, 2  # arith.cmpi predicates
 
 
 def _constant_values(value: ir.Value) -> list[int] | None:
@@ -116,4 +120,25 @@ def guard_integer_divisions(module: ir.Module) -> int:
             result = arith.select(is_zero, _by_zero(op.name, dividend), result)
         op.results[0].replace_all_uses_with(result)
         op.erase()
+    return len(found)
+
+
+def _in_linalg_body(op: ir.Operation) -> bool:
+    node = op.parent
+    while node.name != "builtin.module":
+        if node.name.startswith("linalg."):
+            return True
+        node = node.parent
+    return False
+
+
+def assert_nonzero_divisors(module: ir.Module) -> int:
+    """Checked mode: a ``cf.assert`` that each scalar divisor outside linalg bodies that may be
+    0 is not, before its division (the pipeline turns it into an error naming the kernel line)."""
+    found = [op for op in ops_where(module, _needs_guard)
+             if not isinstance(op.operands[1].type, ir.ShapedType) and not _in_linalg_body(op)]
+    for op in found:
+        with ir.InsertionPoint(op), op.location:
+            divisor = op.operands[1]
+            cf.assert_(arith.cmpi(_NE, divisor, _constant(divisor.type, 0)), DIVISION_BY_ZERO_CHECK)
     return len(found)
