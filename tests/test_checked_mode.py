@@ -79,15 +79,16 @@ def test_checked_code_calls_back_instead_of_aborting(tmp_path: Path) -> None:
     """)
 
 
-def test_checked_mode_is_the_plain_pipeline_with_two_more_steps(capsys: pytest.CaptureFixture[str]) -> None:
+def test_checked_mode_is_the_plain_pipeline_with_three_more_steps(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ValueError, match="checked mode runs the plain pipeline"):
         compile_module(_window_module(Path("w.py")), "window", pipeline="fast", checked=True)
     steps = describe_pipeline("plain", PipelineOptions(checked=True))
     assert re.search(r"generate-runtime-verification\{verbose-level=0\}\s+\[checked\]", steps)
     assert re.search(r"return-on-failed-checks\s+\[checked\]", steps)
+    assert re.search(r"assert-nonzero-divisors\s+\[checked\]", steps)
     plain = describe_pipeline("plain")
     assert "generate-runtime-verification" not in plain
-    assert len(steps.splitlines()) == len(plain.splitlines()) + 2
+    assert len(steps.splitlines()) == len(plain.splitlines()) + 3
     assert cli_main(["pipeline", "--checked"]) == 0
     assert capsys.readouterr().out.strip() == steps
 

@@ -19,6 +19,7 @@ from .errors import (  # noqa: E402
     MLIRVerificationError,
     NodeNormalizationError,
     OutOfBoundsAccessError,
+    DivisionByZeroError,
     RuntimeCheckError,
     UnsupportedNodeError,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "MLIRVerificationError",
     "NodeNormalizationError",
     "OutOfBoundsAccessError",
+    "DivisionByZeroError",
     "OutputType",
     "RuntimeCheckError",
     "TorchMLIRNodeImporter",

@@ -23,6 +23,7 @@ __all__ = [
     "ExecutionError",
     "RuntimeCheckError",
     "OutOfBoundsAccessError",
+    "DivisionByZeroError",
     "INDEX_CHECK_PREFIX",
     "WorkerDiedError",
     "ArgumentError",
@@ -226,6 +227,14 @@ class OutOfBoundsAccessError(RuntimeCheckError):
     memory outside its tensor."""
 
     summary = "out-of-bounds access"
+
+
+class DivisionByZeroError(RuntimeCheckError):
+    """A scalar integer division or remainder of a kernel compiled in checked mode would have
+    divided by zero (unchecked it gives a defined value: docs/abi.md, "Integer division by
+    zero")."""
+
+    summary = "integer division by zero"
 
 
 class WorkerDiedError(ExecutionError):

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 
 from torch_mlir.execution_engine import ExecutionEngine
 
-from ..errors import INDEX_CHECK_PREFIX, OutOfBoundsAccessError, RuntimeCheckError
+from ..errors import INDEX_CHECK_PREFIX, DivisionByZeroError, OutOfBoundsAccessError, RuntimeCheckError
 from .rewrites.failed_checks import CALLBACK, Check
+from .rewrites.integer_division import DIVISION_BY_ZERO_CHECK
 
 __all__ = ["CheckFailures", "check_error"]
 
@@ -32,12 +33,16 @@ def check_error(check: Check, func_name: str) -> RuntimeCheckError:
     if check.source_location is not None:
         filename, _, number = check.source_location.rpartition(":")
         line = linecache.getline(filename, int(number)).strip() or None
-    kind = OutOfBoundsAccessError if "out-of-bounds" in check.description else RuntimeCheckError
+    kind = (OutOfBoundsAccessError if "out-of-bounds" in check.description
+            else DivisionByZeroError if check.description == DIVISION_BY_ZERO_CHECK else RuntimeCheckError)
     hint = None
     if check.description.startswith(INDEX_CHECK_PREFIX):  # an index the kernel computed, not a lowering bug
         hint = ("the kernel computed a position outside the tensor, where Helion's own code would read or write "
                 "outside it; unchecked, the read gives 0 and the write does nothing (docs/abi.md, \"Indices out of "
                 "range\"). Fix the index, or mask the access with extra_mask.")
+    elif kind is DivisionByZeroError:
+        hint = ("the kernel divided by zero, where torch raises ZeroDivisionError; unchecked, the division gives -1 "
+                "and the remainder the dividend (docs/abi.md, \"Integer division by zero\").")
     return kind(check.description, func_name=func_name, source_location=check.source_location, source_line=line,
                 hint=hint)
 

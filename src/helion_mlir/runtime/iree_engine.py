@@ -9,6 +9,8 @@ The module is compiled by ``iree-compile`` (from ``iree-base-compiler``) for a d
 CPU; another CPU model, or a GPU, which needs no GPU to compile for), with the input type of
 its output type (:data:`INPUT_TYPES`) and otherwise IREE's default options, the flags a
 user would pass (:data:`IREE_COMPILE_FLAGS` on CPU: a workaround for a wrong-result bug).
+Integer divisions in linalg bodies are guarded first as in the CPU pipelines
+(:mod:`.rewrites.integer_division`): a zero divisor gives the same defined value.
 The compiler runs in a subprocess: a crash in it is reported as an error instead of
 taking the caller down. The compiled module runs on ``iree-base-runtime``'s driver for the
 device (``local-task`` for CPUs), loaded at the first call: a module for a GPU this
@@ -47,6 +49,7 @@ from ..verify import parse_module
 from .iree_devices import IreeDevice
 from .params import Param, TensorParam, check_scalar, check_tensor
 from .pipelines import ModuleLowering, PipelineOptions
+from .rewrites.integer_division import guard_integer_divisions
 
 try:  # optional: pip install iree-base-compiler iree-base-runtime
     import iree.runtime as iree_runtime
@@ -338,10 +341,12 @@ def compile_with_iree(
     if cached is not None:
         return cached
     with mlir_session() as (_ctx, diagnostics):
-        lowering = ModuleLowering(parse_module(module_text, what=f"module holding @{func_name}"),
-                                  func_name, PipelineOptions(kind), diagnostics)
+        module = parse_module(module_text, what=f"module holding @{func_name}")
+        lowering = ModuleLowering(module, func_name, PipelineOptions(kind), diagnostics)
         lowering.read_signature()
         params, results = lowering.params, lowering.results
+        if guard_integer_divisions(module):  # linalg bodies' divisions by zero give what the CPU pipelines give
+            module_text = module.operation.get_asm(enable_debug_info=True)
     started = time.perf_counter()
     try:
         done = subprocess.run([find_tool("iree-compile"), "-", "-o", "-", *flags], input=module_text.encode(),

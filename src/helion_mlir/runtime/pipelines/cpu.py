@@ -8,7 +8,8 @@ they leave; for stablehlo the shape dialect's broadcast checks become asserts an
 arithmetic, then ``stablehlo-legalize-to-linalg``; for raw, torch-mlir's backend-contract
 and linalg backend pipelines); source-dialect ops that survive that have no lowering in
 the bundled MLIR and are listed in an error; the signature is read and the function gets
-a C interface and read-only tensor arguments. After bufferization both free buffers,
+a C interface and read-only tensor arguments; integer divisions get a guard for a zero
+divisor (and ``INT_MIN / -1``), which would trap. After bufferization both free buffers,
 emulate low-precision floats and make loops of what is left the same way
 (``_DEALLOCATE_TO_LOOPS``), and both end alike: ``scf`` to ``cf`` (``_SCF_TO_CF``), then
 the last conversions to LLVM and checks (:data:`LAST_STAGE`).
@@ -67,6 +68,7 @@ from ..rewrites.carried_buffers import store_yields_in_carried_buffers
 from ..rewrites.constant_powers import integral_powers_as_fpowi
 from ..rewrites.dynamic_schedule import schedule_tiles_dynamically
 from ..rewrites.fold_add_into_matmul import fold_add_into_matmul
+from ..rewrites.integer_division import assert_nonzero_divisors, guard_integer_divisions
 from ..rewrites.interleaved_pairs import move_pairs_contiguously
 from ..rewrites.libm_expm1 import call_libm_for_expm1
 from ..rewrites.local_accumulators import accumulate_in_local_buffers
@@ -140,6 +142,11 @@ FIRST_STAGE: tuple[Step, ...] = (
     check(ModuleLowering.check_lowered_to_linalg),
     check(ModuleLowering.read_signature),
     boundary(ModuleLowering.prepare_boundary),
+    # Before vectorization and arith-expand: a zero divisor (also in a ragged tile's padding
+    # lanes) gives a defined value instead of SIGFPE (docs/abi.md, "Integer division by zero");
+    # checked mode raises first for a scalar divisor.
+    rewrite(assert_nonzero_divisors, when=CHECKED),
+    rewrite(guard_integer_divisions),
 )
 
 # One-shot bufferization across function boundaries, identity layouts there.
