@@ -313,6 +313,7 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
         settings.autotune_budget_seconds = DEFAULT_BUDGET_SECONDS.get(settings.autotune_effort)
     token = _ACTIVE.set(session)
     session.worker.timed.clear()
+    earlier_deaths = len(session.worker.deaths)  # of runs before this one that did not end in a session
     try:
         yield session
     finally:
@@ -326,9 +327,10 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
                                 if session.worker.failure(c.module_key) is not None
                                 and not session.worker.dropped(c.module_key))
         session.seconds = time.perf_counter() - started
-        if session.worker.deaths:
+        deaths = session.worker.deaths[earlier_deaths:]
+        if deaths:
             log.warning("kernel %s: the JIT worker died %d time(s) while tuning:\n  %s", bound.kernel.name,
-                        len(session.worker.deaths), "\n  ".join(session.worker.deaths))
+                        len(deaths), "\n  ".join(deaths))
         try:
             session.worker.forget()
         except HelionMLIRError as err:
