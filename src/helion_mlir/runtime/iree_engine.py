@@ -9,8 +9,9 @@ The module is compiled by ``iree-compile`` (from ``iree-base-compiler``) for a d
 CPU; another CPU model, or a GPU, which needs no GPU to compile for), with the input type of
 its output type (:data:`INPUT_TYPES`) and otherwise IREE's default options, the flags a
 user would pass (:data:`IREE_COMPILE_FLAGS` on CPU: a workaround for a wrong-result bug).
-Integer divisions in linalg bodies are guarded first as in the CPU pipelines
-(:mod:`.rewrites.integer_division`): a zero divisor gives the same defined value.
+Integer divisions in the linalg bodies of linalg-on-tensors modules are guarded first as in
+the CPU pipelines (:mod:`.rewrites.integer_division`): a zero divisor gives the same defined
+value (stablehlo's conversion guards its own; tosa's is IREE's, see docs/abi.md).
 The compiler runs in a subprocess: a crash in it is reported as an error instead of
 taking the caller down. The compiled module runs on ``iree-base-runtime``'s driver for the
 device (``local-task`` for CPUs), loaded at the first call: a module for a GPU this
@@ -345,7 +346,10 @@ def compile_with_iree(
         lowering = ModuleLowering(module, func_name, PipelineOptions(kind), diagnostics)
         lowering.read_signature()
         params, results = lowering.params, lowering.results
-        if guard_integer_divisions(module):  # linalg bodies' divisions by zero give what the CPU pipelines give
+        # linalg bodies' divisions by zero give what the CPU pipelines give; only linalg input
+        # is printed again: the bundled MLIR prints tosa and stablehlo ops in a syntax of its
+        # own version, which iree-compile's parser may not read (tosa.const_shape)
+        if kind is OutputType.LINALG_ON_TENSORS and guard_integer_divisions(module):
             module_text = module.operation.get_asm(enable_debug_info=True)
     started = time.perf_counter()
     try:
