@@ -56,6 +56,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fuzz-seed", type=int, default=0, metavar="S",
                     help="base seed of the fuzzed configs (default 0: the configs CI checks)")
     parser.addoption("--stress", action="store_true", help="also run the tests marked stress (minutes each)")
+    parser.addoption("--timing", action="store_true",
+                     help="also run the tests marked timing (wall-clock comparisons; on a machine running nothing else)")
     parser.addoption("--iree-all", action="store_true",
                      help="compile every example for every GPU target (tests/test_iree_gpu_targets.py, about an "
                           "hour on one core) and run every 16-bit-float example and integer -> bf16 case on CPUs "
@@ -66,12 +68,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _group_by_example(items)
-    if config.getoption("--stress"):
-        return
-    skip = pytest.mark.skip(reason="a stress test: run with --stress")
-    for item in items:
-        if "stress" in item.keywords:
-            item.add_marker(skip)
+    for marker, option, reason in (("stress", "--stress", "a stress test: run with --stress"),
+                                   ("timing", "--timing", "compares wall-clock timings: run with --timing on an idle machine")):
+        if config.getoption(option):
+            continue
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def _group_by_example(items: list[pytest.Item]) -> None:
