@@ -186,6 +186,7 @@ LAST_STAGE: tuple[Step, ...] = (
     ),
     rewrite(move_bf16_through_memory_as_i16),
     check(ModuleLowering.check_lowered_to_llvm),
+    check(ModuleLowering.check_openmp_constructs, when=PARALLEL),
 )
 
 PLAIN: tuple[Step, ...] = (
