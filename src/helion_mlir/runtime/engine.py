@@ -27,7 +27,7 @@ from ..mlir_types import PACKED_PAIR_DTYPES
 from ..output_type import OutputType
 from .check_failures import CheckFailures
 from .host_cpu import host_cpu
-from .openmp import openmp_library
+from .openmp import register_openmp
 from .packed_pairs import pack_pairs, unpack_pairs
 from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor, check_writable
 from .pipelines import PIPELINES, ModuleLowering, Pipeline, PipelineOptions, lower_to_llvm
@@ -442,15 +442,12 @@ def compile_module(
         started = time.perf_counter()
         lowering = _lower(module_text, func_name, pipeline, options, diagnostics)
         llvm_ops, uses_openmp = _count_ops(lowering)
-        if uses_openmp:
-            # Loaded into the process with global symbols: the JIT resolves ``__kmpc_*`` there.
-            # Handing the library to the ExecutionEngine as well would cost every engine
-            # another ~0.7 MiB (docs/benchmarks.md, "Memory while compiling many configs").
-            openmp_library()
         after_lowering = time.perf_counter()
         check_failures = CheckFailures(lowering.checks, func_name) if options.checked else None
         try:
             engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL)
+            if uses_openmp:  # parallel regions run on torch's OpenMP runtime
+                register_openmp(engine)
             if check_failures is not None and check_failures.checks:
                 check_failures.register(engine)
             engine.initialize()

@@ -199,6 +199,7 @@ LAST_STAGE: tuple[Step, ...] = (
     rewrite(move_bf16_through_memory_as_i16),
     rewrite(leave_out_cpu_features),
     check(ModuleLowering.check_lowered_to_llvm),
+    check(ModuleLowering.check_openmp_constructs, when=PARALLEL),
 )
 
 PLAIN: tuple[Step, ...] = (

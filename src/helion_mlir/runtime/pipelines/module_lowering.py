@@ -12,6 +12,7 @@ from torch_mlir import ir
 from ...errors import ExecutionError
 from ...mlir_types import DTYPES_OF_ELEMENT_TYPES, PACKED_PAIR_DTYPES
 from ...output_type import OutputType
+from ..openmp import unsupported_constructs
 from ..params import SCALAR_KINDS, Param, ScalarParam, TensorParam
 from ..rewrites.failed_checks import Check
 from ..rewrites.failed_checks import return_on_failed_checks as _return_on_failed_checks
@@ -149,6 +150,13 @@ class ModuleLowering:
             lambda name: name != "builtin.module" and not name.startswith(("llvm.", "omp.")),
             "these ops were not lowered to the LLVM dialect: {ops}",
         )
+
+    def check_openmp_constructs(self) -> None:
+        """Fail, listing them, if OpenMP constructs are left that torch's runtime is not driven for."""
+        unsupported = unsupported_constructs(self.module)
+        if unsupported:
+            raise self.error("parallel loops use OpenMP constructs the package does not run on torch's "
+                             f"OpenMP runtime: {', '.join(unsupported)}")
 
     def _reject_ops(self, is_left_over: Callable[[str], bool], message: str) -> None:
         left: set[str] = set()

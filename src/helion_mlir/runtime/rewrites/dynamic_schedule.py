@@ -58,9 +58,15 @@ def _chunk(nest: ir.Operation, threads: ir.Value) -> ir.Value:
     return arith.index_cast(ir.IntegerType.get_signless(32), chunk)
 
 
+def _ends_region(loop: ir.Operation) -> bool:
+    """Only the region's terminator follows ``loop``: the region's end waits for every worker."""
+    operations = list(loop.operation.block.operations)
+    return len(operations) >= 2 and operations[-2] == loop.operation and operations[-1].name == "omp.terminator"
+
+
 def schedule_tiles_dynamically(module: ir.Module) -> int:
-    """Every ``omp.wsloop`` in an ``omp.parallel`` with a thread count gets ``schedule(dynamic, chunk)``;
-    returns how many."""
+    """Every ``omp.wsloop`` in an ``omp.parallel`` with a thread count gets ``schedule(dynamic, chunk)``,
+    and ``nowait`` when it ends the region; returns how many."""
     loops = [(loop, threads) for loop in ops_where(module, lambda op: op.name == "omp.wsloop")
              if not loop.operands and loop.parent.name == "omp.parallel"
              and (threads := _thread_count(loop.parent)) is not None]
@@ -69,6 +75,8 @@ def schedule_tiles_dynamically(module: ir.Module) -> int:
         attributes = {name: loop.attributes[name] for name in loop.attributes}
         attributes.update(operandSegmentSizes=ir.Attribute.parse(_CHUNK_ONLY),
                           schedule_kind=ir.Attribute.parse("#omp<schedulekind dynamic>"))
+        if _ends_region(loop):  # no barrier of its own before the region's
+            attributes["nowait"] = ir.UnitAttr.get()
         with ir.InsertionPoint(loop), loop.location:
             chunk = _chunk(nest, threads)
             scheduled = ir.Operation.create("omp.wsloop", operands=[chunk], regions=1, attributes=attributes)

@@ -1,9 +1,10 @@
 """Small fixed-size buffers on the stack instead of the heap.
 
 A tile body that allocates a row block or an accumulator on the heap pays ``malloc`` and
-``free`` per tile; on the stack it pays nothing. Workers of the OpenMP runtime get 8 MiB
-stacks (libiomp5's default ``KMP_STACKSIZE``) and a tile rarely holds more than a few such
-buffers, hence :data:`STACK_ALLOCATION_LIMIT`.
+``free`` per tile; on the stack it pays nothing. Workers of torch's OpenMP runtime (libgomp)
+get the process's default thread stacks (the stack limit, 8 MiB on common Linux systems;
+2 MiB when it is unlimited) and a tile rarely holds more than a few such buffers, hence
+:data:`STACK_ALLOCATION_LIMIT`.
 
 Stands in for upstream's ``promote-buffers-to-stack``, which also promotes allocations
 inside sequential loops (each iteration would grow the stack) and, by default, only

@@ -6,9 +6,8 @@ candidate the autotuner tries, so candidates are compiled and run here instead, 
 the config that wins is compiled in the user's process.
 
 The worker is a fresh interpreter (:mod:`.worker_process`), not a fork: a process that has run
-torch ops on several threads cannot fork safely (torch's GNU OpenMP hangs in a forked child
-once it has started its threads; Intel's, which parallel tiles run on, is reset in the
-child, :mod:`..openmp`). It answers
+parallel code cannot fork safely (torch's GNU OpenMP, which parallel tiles run on too,
+hangs a forked child's torch ops once it has started its threads). It answers
 requests in order over a pipe: ``compile`` (module text -> the function's signature),
 ``run`` (arguments -> results), ``time`` and ``interleave`` (samples of the candidates'
 last runs, see :mod:`.timing`) and ``forget``. Large arguments and results cross in
@@ -47,7 +46,6 @@ from typing import Any, TypeVar
 import torch
 
 from ...errors import ArgumentError, ExecutionError, WorkerDiedError
-from ..openmp import remove_registration
 from ..params import Param, TensorParam
 from .protocol import CandidateModule, Signature, Traffic, receive, send
 
@@ -237,7 +235,6 @@ class JITWorker:
             if self._process.poll() is None:
                 self._process.kill()
             self._process.wait()
-            remove_registration(self._process.pid)
             self._process = None
         if self._stderr is not None:
             self._stderr.close()
