@@ -126,11 +126,20 @@ def test_integer_division_of_any_int64_values_matches_torch(
         assert torch.equal(g, e), f"{name} by {width} [{output_type}]"
 
 
-def test_tosa_computes_int64_arithmetic_in_32_bits() -> None:
+def test_tosa_computes_int64_arithmetic_in_32_bits_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     """A documented gap (docs/lowering.md): torch-mlir's TOSA form casts int64 operands of
     add, sub and mul to i32 (TOSA has no 64-bit arithmetic), so ``//`` of values past 2**31
-    is wrong while values that fit 32 bits are exact. Pinned so that a fix shows."""
+    is wrong while values that fit 32 bits are exact. The emission warns, naming each op and
+    its source line; exact output types do not. Pinned so that a fix shows."""
     module = load_example_by_name("int_divmod")
+    with caplog.at_level("WARNING", logger="helion_mlir"):
+        generate_mlir(module.KERNEL.bind((_large_integers(), 3)), output_type="linalg-on-tensors")
+    assert not [r for r in caplog.records if "32 bits" in r.getMessage()]
+    with caplog.at_level("WARNING", logger="helion_mlir"):
+        generate_mlir(module.KERNEL.bind((_large_integers(), 3)), output_type="tosa")
+    warned = [r.getMessage() for r in caplog.records if "computes an int64 result in 32 bits" in r.getMessage()]
+    assert any("'div' (aten.div.Tensor_mode)" in m and "int_divmod.py\":28:" in m for m in warned), warned
+    assert len(warned) == len(set(warned)), warned  # once per op and line
     compiled = _int_divmod(3, "tosa")
     small = torch.randint(-2**30, 2**30, (500,), generator=torch.Generator().manual_seed(6))
     for g, e in zip(compiled(small.clone(), 3), module.reference(small.clone(), 3)):
