@@ -1,6 +1,8 @@
 """docs/benchmarks.md's execution and math sections say which targets are met and, for a
 missed one, whether per-core code or parallel scaling bounds it (scripts/exec_costs.py,
-scripts/math_costs.py), and the Inductor section sums up its targets (scripts/inductor_costs.py)."""
+scripts/math_costs.py), the Inductor section sums up its targets (scripts/inductor_costs.py),
+and the model-blocks section sets each kernel's time inside its block beside its time alone
+(scripts/block_costs.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
+from block_costs import render_blocks  # noqa: E402
 from exec_costs import render_execution  # noqa: E402
 from inductor_costs import render_inductor  # noqa: E402
 from math_costs import render_math  # noqa: E402
@@ -137,3 +140,20 @@ def test_a_kernel_slower_between_torch_ops_is_judged_by_its_interleaved_ratio_to
     assert ("- RMS norm (1.60x Inductor, 0.40x eager): alone it is 0.80x Inductor, but right after a 512x512 f32 "
             "matmul it takes 2.50x its time alone (Inductor's 1.25x); it moves 90% of the copy bandwidth") in text
 
+
+def _block_row(name: str, dtype: str, kernels: list[tuple[str, float, float]]) -> dict:
+    """A block whose ours side takes 10 ms, with (kernel, ms in the block, ms alone)."""
+    return dict(name=name, dtype=dtype, sizes="2048x1024", eager_s=0.012, compiled_s=0.008, ours_s=0.010,
+                compile_ratio=1.25, eager_ratio=0.8, error=2e-6, compiled_error=1e-6, inductor_compile_s=3.0,
+                kernels=[dict(name=k, in_block_s=inside / 1e3, alone_s=alone / 1e3, ratio=inside / alone,
+                              share=inside / 10) for k, inside, alone in kernels])
+
+
+def test_blocks_section_sets_each_kernel_in_its_block_beside_its_time_alone() -> None:
+    rows = [_block_row("MLP", "float32", [("rms_norm", 0.6, 0.3), ("swiglu", 3.0, 2.5)]),
+            _block_row("loss head", "bfloat16", [("cross_entropy", 1.0, 0.9)])]
+    text = render_blocks(dict(threads=2, rounds=5, settle=0.25, rows=rows, load=1.5))
+    assert "| MLP | float32 | 2048x1024 | 12.00 | 8.00 | 10.00 | 1.25 | 0.80 | 2.0e-06 / 1.0e-06 | 3.0 |" in text
+    assert "| MLP | float32 | rms_norm | 0.600 | 0.300 | 2.00 | 6.0% |" in text
+    assert "| loss head | bfloat16 | cross_entropy | 1.000 | 0.900 | 1.11 | 10.0% |" in text
+    assert "Largest in block / alone: 2.00 (rms_norm in the float32 MLP block)." in text
