@@ -235,6 +235,13 @@ def render_blocks(data: dict[str, Any]) -> str:
         "medians over rounds of the within-round ratio; each contender's calls start after a pause of",
         f"{data['settle']:g} s, so that OpenMP workers still spinning after the previous contender's last call do not",
         "slow it. `max abs error` is against the eager block's output.",
+        "",
+        "- MLP: RMS norm -> gate and up projections -> SwiGLU -> down projection + residual;",
+        "- attention: q, k, v projections -> attention over the heads -> output projection (f32 only: the",
+        "  attention example multiplies its f32 probabilities by the value tile as loaded, which Helion refuses",
+        "  for bf16 values);",
+        "- loss head: the logits' projection -> per-token cross entropy.",
+        "",
         f"Load average of the shared machine at the end: {data['load']:.1f} on 2 cores.",
         "",
         "| block | dtype | sizes | eager (ms) | torch.compile (ms) | ours (ms) | ours / torch.compile | ours / eager "
