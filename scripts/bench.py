@@ -28,6 +28,11 @@
   Inductor, with the share of the copy bandwidth and the softmax block-size sweep
   (``scripts/inductor_costs.py``, in a process of its own); ``--only inductor`` measures
   just that and replaces its section.
+* Model blocks end to end: a transformer MLP, an attention block and a loss head with our
+  kernels between torch's matmuls, against the same blocks in eager and under
+  ``torch.compile``, and each kernel's time inside its block against its time alone
+  (``scripts/block_costs.py``, in a process of its own); ``--only blocks`` measures just
+  that and replaces its section.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 DOC = ROOT / "docs" / "benchmarks.md"
 
 from compile_memory import SUMMARY_PREFIX, render_compile_memory, summary_row  # noqa: E402  (needs the paths above)
+from block_costs import render_blocks  # noqa: E402
 from exec_costs import render_execution  # noqa: E402
 from inductor_costs import render_inductor  # noqa: E402
 from math_costs import render_math  # noqa: E402
@@ -93,6 +99,8 @@ SECTIONS = {
              lambda: render_math(_measured_in_own_process("math_costs", "measure_math"))),
     "inductor": ("examples at realistic sizes against Inductor",
                  lambda: render_inductor(_measured_in_own_process("inductor_costs", "measure_against_inductor"))),
+    "blocks": ("model blocks with kernels among torch ops",
+               lambda: render_blocks(_measured_in_own_process("block_costs", "measure_blocks"))),
 }
 
 

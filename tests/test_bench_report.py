@@ -1,6 +1,8 @@
 """docs/benchmarks.md's execution and math sections say which targets are met and, for a
 missed one, whether per-core code or parallel scaling bounds it (scripts/exec_costs.py,
-scripts/math_costs.py), and the Inductor section sums up its targets (scripts/inductor_costs.py)."""
+scripts/math_costs.py), the Inductor section sums up its targets (scripts/inductor_costs.py),
+and the model-blocks section sets each kernel's time inside its block beside its time alone
+(scripts/block_costs.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
+from block_costs import render_blocks  # noqa: E402
 from exec_costs import render_execution  # noqa: E402
 from inductor_costs import render_inductor  # noqa: E402
 from math_costs import render_math  # noqa: E402
@@ -77,10 +80,16 @@ def test_math_section_marks_functions_past_the_inductor_target_with_what_bounds_
 
 
 def _inductor_row(name: str, ratio: float, eager_ratio: float, one_thread: float, share: float | None,
-                  fresh_share: float = 0.9, scaling: float = 1.0) -> dict:
+                  fresh_share: float = 0.9, scaling: float = 1.0, interleaved: float = 1.0,
+                  inductor_interleaved: float = 1.0) -> dict:
+    """A row whose ratio to Inductor alone is ``ratio``, and interleaved with a torch op
+    ``ratio * interleaved / inductor_interleaved``."""
+    interleaved_ratio = ratio * interleaved / inductor_interleaved
     return dict(name=name, memory_bound=share is not None, ours_s=0.002 * ratio, one_thread_s=0.002 * ratio * scaling,
-                eager_s=0.002 * ratio / eager_ratio,
-                inductor_s=0.002, ratio=ratio, eager_ratio=eager_ratio, one_thread_ratio=one_thread, rate=20.0,
+                eager_s=0.002 * ratio / eager_ratio, interleaved_s=0.002 * ratio * interleaved,
+                interleaved_over_alone=interleaved, inductor_interleaved_over_alone=inductor_interleaved,
+                alone_ratio=ratio, interleaved_ratio=interleaved_ratio,
+                inductor_s=0.002, eager_ratio=eager_ratio, one_thread_ratio=one_thread, rate=20.0,
                 share=share, inductor_share=0.8 if share is not None else None,
                 fresh_share=fresh_share if share is not None else None, inductor_compile_s=5.0, error=1e-6)
 
@@ -112,3 +121,39 @@ def test_inductor_section_summarizes_the_targets_and_says_what_bounds_each_miss(
         "one: the cores' arithmetic, not a memory limit the cores share, holds it." in text
     assert "- RMS norm" not in text and "- softmax" not in text  # within every target
     assert "| 16 | 2.00 | 1.50 | 1.33 | 1.20 / 1.60 |" in text
+
+
+def test_a_kernel_slower_between_torch_ops_is_judged_by_its_interleaved_ratio_to_inductor() -> None:
+    rows = [_inductor_row("RMS norm", 0.8, 0.4, 0.8, 0.9, interleaved=2.5, inductor_interleaved=1.25),
+            _inductor_row("softmax", 0.9, 0.9, 0.9, 0.9, interleaved=1.2, inductor_interleaved=1.5),
+            _inductor_row("matmul bf16 1024^3", 0.5, 0.5, 0.5, None)]
+    data = dict(threads=2, rows=rows, load=1.0, softmax=[], peaks=dict(copy_gbs=32.0, copy_rows_gbs=100.0,
+                                                                          sgemm_gflops=180.0))
+    text = render_inductor(data)
+    # RMS norm: 0.8x Inductor alone, 0.8 * 2.5 / 1.25 = 1.6x interleaved; softmax: alone is the worse.
+    assert "| no kernel above 1.5x Inductor | 1.60x (RMS norm) | missed |" in text
+    assert f"| geometric mean of ours / Inductor <= 1 | {(1.6 * 0.9 * 0.5) ** (1 / 3):.2f} | met |" in text
+    assert "| RMS norm | 1.60 | 4.00 | 2.50 / 1.25 | 4.00 | 2.00 | 1.60 | 0.40 |" in text
+    assert "| softmax | 1.80 | 2.16 | 1.20 / 1.50 | 2.00 | 2.00 | 0.90 | 0.90 |" in text
+    assert ("our kernels took 1.00-2.50x their time alone (median 1.20; the most: RMS norm), Inductor's "
+            "1.00-1.50x (median 1.25). The interleaved ratio to Inductor is the worse one for 1 of 3 kernels.") in text
+    assert ("- RMS norm (1.60x Inductor, 0.40x eager): alone it is 0.80x Inductor, but right after a 512x512 f32 "
+            "matmul it takes 2.50x its time alone (Inductor's 1.25x); it moves 90% of the copy bandwidth") in text
+
+
+def _block_row(name: str, dtype: str, kernels: list[tuple[str, float, float]]) -> dict:
+    """A block whose ours side takes 10 ms, with (kernel, ms in the block, ms alone)."""
+    return dict(name=name, dtype=dtype, sizes="2048x1024", eager_s=0.012, compiled_s=0.008, ours_s=0.010,
+                compile_ratio=1.25, eager_ratio=0.8, error=2e-6, compiled_error=1e-6, inductor_compile_s=3.0,
+                kernels=[dict(name=k, in_block_s=inside / 1e3, alone_s=alone / 1e3, ratio=inside / alone,
+                              share=inside / 10) for k, inside, alone in kernels])
+
+
+def test_blocks_section_sets_each_kernel_in_its_block_beside_its_time_alone() -> None:
+    rows = [_block_row("MLP", "float32", [("rms_norm", 0.6, 0.3), ("swiglu", 3.0, 2.5)]),
+            _block_row("loss head", "bfloat16", [("cross_entropy", 1.0, 0.9)])]
+    text = render_blocks(dict(threads=2, rounds=5, settle=0.25, rows=rows, load=1.5))
+    assert "| MLP | float32 | 2048x1024 | 12.00 | 8.00 | 10.00 | 1.25 | 0.80 | 2.0e-06 / 1.0e-06 | 3.0 |" in text
+    assert "| MLP | float32 | rms_norm | 0.600 | 0.300 | 2.00 | 6.0% |" in text
+    assert "| loss head | bfloat16 | cross_entropy | 1.000 | 0.900 | 1.11 | 10.0% |" in text
+    assert "Largest in block / alone: 2.00 (rms_norm in the float32 MLP block)." in text

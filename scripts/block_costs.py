@@ -1,0 +1,273 @@
+"""Model blocks end to end: Helion kernels among torch ops, beside eager and torch.compile.
+
+A user calls a Helion kernel between torch ops, not alone in a loop; what the kernel costs
+there is what counts. ``measure_blocks()`` runs three blocks (in f32 and bf16), each three
+ways in one process, in alternating rounds on the same thread count:
+
+* a transformer MLP: RMS norm -> gate and up projections -> SwiGLU -> down projection + residual;
+* an attention block: q, k, v projections -> attention over the heads -> output projection;
+* a loss head: the logits' projection -> per-token cross entropy;
+
+``eager`` is the block as a user writes it in torch (``F.rms_norm``, ``F.silu(gate) * up``,
+``F.scaled_dot_product_attention``, ``F.cross_entropy``), ``torch.compile`` that whole block
+(Inductor, compile time excluded and reported apart), ``ours`` the same block with the
+examples' kernels (``examples/rms_norm.py``, ``swiglu.py``, ``attention.py``,
+``cross_entropy.py``) compiled by ``compile_kernel`` (fast pipeline) in place of those ops.
+Each kernel is also timed inside the block (``time.perf_counter`` around its call, between
+the neighbouring torch ops) and alone (called back to back on the same inputs) in the same
+rounds. Run it in a process of its own: it sets torch's thread count for the measurement and
+leaves torch.compile's and the kernels' caches filled.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import helion
+import torch
+import torch.nn.functional as F
+from examples_util import load_example_by_name
+from exec_costs import _per_call
+
+from helion_mlir import compile_kernel
+
+__all__ = ["measure_blocks", "render_blocks", "SECTION", "Sizes"]
+
+SECTION = "## Model blocks: kernels among torch ops (fast pipeline)"
+EPS = 1e-6
+# Pause before each contender's calls: an OpenMP runtime's workers keep spinning on the cores
+# after a parallel region (libiomp5 for 200 ms by default), which would slow whichever
+# contender comes next in the round; inside a block that cost is the user's and is measured.
+SETTLE_S = 0.25
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The blocks' sizes: ``tokens`` rows of ``hidden`` features (a batch of sequences)."""
+
+    tokens: int = 2048
+    hidden: int = 1024
+    ffn: int = 2816  # the MLP's inner width, about 8/3 of hidden as in Llama-style blocks
+    heads: int = 16  # attention heads of hidden / heads features each
+    sequence: int = 1024  # tokens per sequence for attention (tokens / sequence sequences)
+    vocab: int = 8192
+
+
+# The kernels' block sizes, as in the Inductor section (scripts/inductor_costs.py).
+KERNELS = {"rms_norm": [16], "swiglu": [16, 256], "attention": [1, 64, 64], "cross_entropy": [8]}
+Ops = dict[str, Callable[..., torch.Tensor]]
+
+
+class KernelInBlock:
+    """An example kernel as a block calls it: compiled on its first call for that call's
+    arguments (the block's own intermediates, kept for timing it alone); every call timed."""
+
+    def __init__(self, example: str, threads: int) -> None:
+        fn = load_example_by_name(example).KERNEL.fn
+        self.kernel = helion.kernel(fn, config=helion.Config(block_sizes=KERNELS[example]))
+        self.threads = threads
+        self.compiled: Any = None
+        self.args: tuple[Any, ...] = ()
+        self.seconds: list[float] = []
+
+    def __call__(self, *args: Any) -> torch.Tensor:
+        if self.compiled is None:
+            self.compiled = compile_kernel(self.kernel, args, threads=self.threads)
+            self.args = args
+        started = time.perf_counter()
+        out = self.compiled(*args)
+        self.seconds.append(time.perf_counter() - started)
+        return out
+
+    def alone(self) -> torch.Tensor:
+        return self.compiled(*self.args)
+
+
+@dataclass
+class Block:
+    name: str
+    sizes: str
+    forward: Callable[..., torch.Tensor]  # forward(ops, *inputs)
+    inputs: tuple[Any, ...]
+    eager_ops: Ops  # what a user writes in torch for each kernel
+
+
+def _weight(rows: int, cols: int, dtype: torch.dtype) -> torch.Tensor:
+    return (torch.randn(rows, cols) / math.sqrt(cols)).to(dtype)
+
+
+def _mlp(s: Sizes, dtype: torch.dtype) -> Block:
+    norm = (1 + 0.1 * torch.randn(s.hidden)).to(dtype)
+    gate, up, down = _weight(s.ffn, s.hidden, dtype), _weight(s.ffn, s.hidden, dtype), _weight(s.hidden, s.ffn, dtype)
+
+    def forward(ops: Ops, x: torch.Tensor) -> torch.Tensor:
+        h = ops["rms_norm"](x, norm, EPS)
+        return x + F.linear(ops["swiglu"](F.linear(h, gate), F.linear(h, up)), down)
+
+    return Block("MLP", f"{s.tokens}x{s.hidden}, inner {s.ffn}", forward, (torch.randn(s.tokens, s.hidden).to(dtype),),
+                 {"rms_norm": lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps),
+                  "swiglu": lambda g, u: F.silu(g) * u})
+
+
+def _attention(s: Sizes, dtype: torch.dtype) -> Block:
+    wq, wk, wv, wo = (_weight(s.hidden, s.hidden, dtype) for _ in range(4))
+    batch, head_dim = s.tokens // s.sequence, s.hidden // s.heads
+    scale = 1 / math.sqrt(head_dim)
+
+    def heads(t: torch.Tensor) -> torch.Tensor:  # [tokens, hidden] -> [batch * heads, sequence, head_dim]
+        return t.view(batch, s.sequence, s.heads, head_dim).transpose(1, 2).reshape(-1, s.sequence, head_dim)
+
+    def forward(ops: Ops, x: torch.Tensor) -> torch.Tensor:
+        out = ops["attention"](heads(F.linear(x, wq)), heads(F.linear(x, wk)), heads(F.linear(x, wv)), scale)
+        merged = out.view(batch, s.heads, s.sequence, head_dim).transpose(1, 2).reshape(s.tokens, s.hidden)
+        return F.linear(merged, wo)
+
+    return Block("attention", f"{batch}x{s.sequence}x{s.hidden}, {s.heads} heads", forward,
+                 (torch.randn(s.tokens, s.hidden).to(dtype),),
+                 {"attention": lambda q, k, v, sc: F.scaled_dot_product_attention(q, k, v, scale=sc)})
+
+
+def _loss_head(s: Sizes, dtype: torch.dtype) -> Block:
+    vocab = _weight(s.vocab, s.hidden, dtype)
+
+    def forward(ops: Ops, h: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return ops["cross_entropy"](F.linear(h, vocab), target)
+
+    return Block("loss head", f"{s.tokens}x{s.hidden}, vocabulary {s.vocab}", forward,
+                 (torch.randn(s.tokens, s.hidden).to(dtype), torch.randint(0, s.vocab, (s.tokens,))),
+                 {"cross_entropy": lambda logits, t: F.cross_entropy(logits, t, reduction="none")})
+
+
+# Each block with the dtypes its kernels take: the attention example multiplies its float32
+# probabilities by the value tile as loaded, which Helion refuses for bf16 values.
+BLOCKS = {"MLP": (_mlp, ("float32", "bfloat16")), "attention": (_attention, ("float32",)),
+          "loss head": (_loss_head, ("float32", "bfloat16"))}
+
+
+def _ratios(samples: dict[str, list[float]], ours: str, over: str) -> float:
+    """The median over rounds of the within-round ratio (load bursts hit both sides alike)."""
+    return statistics.median(a / b for a, b in zip(samples[ours], samples[over]))
+
+
+def _max_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return (got.float() - want.float()).abs().max().item()
+
+
+def _measure_block(block: Block, dtype: torch.dtype, threads: int, rounds: int, budget: float,
+                   settle: float) -> dict[str, Any]:
+    kernels = {name: KernelInBlock(name, threads) for name in block.eager_ops}
+    ours = lambda: block.forward(kernels, *block.inputs)  # noqa: E731
+    eager = lambda: block.forward(block.eager_ops, *block.inputs)  # noqa: E731
+    # Every block goes through this one lambda: static shapes, so that a block after one of other
+    # sizes is not compiled for dynamic sizes (what torch.compile does on a frame's second shape).
+    compiled = torch.compile(eager, dynamic=False)
+    want, got = eager(), ours()
+    started = time.perf_counter()
+    compiled_out = compiled()
+    compile_s = time.perf_counter() - started
+    contenders = {"eager": eager, "torch.compile": compiled, "ours": ours}
+    contenders |= {f"{name} alone": kernel.alone for name, kernel in kernels.items()}
+    samples: dict[str, list[float]] = {name: [] for name in [*contenders, *kernels]}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            for kernel in kernels.values():
+                kernel.seconds.clear()
+            time.sleep(settle)
+            samples[name].append(_per_call(fn, budget))
+            if name == "ours":
+                for kernel_name, kernel in kernels.items():
+                    samples[kernel_name].append(statistics.fmean(kernel.seconds))
+    median = {name: statistics.median(times) for name, times in samples.items()}
+    return dict(
+        name=block.name, dtype=str(dtype).removeprefix("torch."), sizes=block.sizes,
+        eager_s=median["eager"], compiled_s=median["torch.compile"], ours_s=median["ours"],
+        compile_ratio=_ratios(samples, "ours", "torch.compile"), eager_ratio=_ratios(samples, "ours", "eager"),
+        error=_max_error(got, want), compiled_error=_max_error(compiled_out, want), inductor_compile_s=compile_s,
+        kernels=[dict(name=name, in_block_s=median[name], alone_s=median[f"{name} alone"],
+                      ratio=_ratios(samples, name, f"{name} alone"), share=median[name] / median["ours"])
+                 for name in kernels])
+
+
+def measure_blocks(threads: int = 2, rounds: int = 5, budget: float = 0.3, sizes: dict[str, int] | None = None,
+                   blocks: list[str] | None = None, dtypes: list[str] | None = None,
+                   settle: float = SETTLE_S) -> dict[str, Any]:
+    """Everything the module docstring lists, as plain data; ``sizes`` overrides fields of
+    :class:`Sizes`, ``blocks`` and ``dtypes`` pick rows (by default all, in each dtype of ``BLOCKS``).
+    Sets torch's thread count for the measurement and restores it."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    chosen = Sizes(**(sizes or {}))
+    rows = []
+    try:
+        for name in blocks or list(BLOCKS):
+            make, supported = BLOCKS[name]
+            for dtype in (getattr(torch, d) for d in supported if dtypes is None or d in dtypes):
+                rows.append(_measure_block(make(chosen, dtype), dtype, threads, rounds, budget, settle))
+    finally:
+        torch.set_num_threads(previous)
+    return dict(threads=threads, rounds=rounds, settle=settle, rows=rows, load=os.getloadavg()[0])
+
+
+def render_blocks(data: dict[str, Any]) -> str:
+    """The markdown section for docs/benchmarks.md."""
+    threads, rows = data["threads"], data["rows"]
+    kernels = [(row, k) for row in rows for k in row["kernels"]]
+    worst_row, worst = max(kernels, key=lambda pair: pair[1]["ratio"])
+    lines = [
+        SECTION,
+        "",
+        "`scripts/block_costs.py`: blocks of a model as a user writes them, with Helion kernels between torch ops,",
+        f"each run three ways in one process on {threads} threads, in {data['rounds']} alternating rounds: `eager` (the",
+        "block in torch: `F.rms_norm`, `F.silu(gate) * up`, `F.scaled_dot_product_attention`, `F.cross_entropy`),",
+        "`torch.compile` of the whole block (Inductor; its compile time, excluded from the call times, in its own",
+        "column), and `ours`: the same block with the examples' kernels (`examples/rms_norm.py`, `swiglu.py`,",
+        "`attention.py`, `cross_entropy.py`, block sizes as in the Inductor section) compiled by `compile_kernel`",
+        "(fast pipeline) in place of those ops. The matmuls (`F.linear`) are torch's on every side. The attention",
+        "kernel takes `[batch * heads, sequence, head_dim]` tensors, so its block copies q, k, v into that layout",
+        "and the output back, where `F.scaled_dot_product_attention` reads the transposed views. Ratios are",
+        "medians over rounds of the within-round ratio; each contender's calls start after a pause of",
+        f"{data['settle']:g} s, so that OpenMP workers still spinning after the previous contender's last call do not",
+        "slow it. `max abs error` is against the eager block's output.",
+        "",
+        "- MLP: RMS norm -> gate and up projections -> SwiGLU -> down projection + residual;",
+        "- attention: q, k, v projections -> attention over the heads -> output projection (f32 only: the",
+        "  attention example multiplies its f32 probabilities by the value tile as loaded, which Helion refuses",
+        "  for bf16 values);",
+        "- loss head: the logits' projection -> per-token cross entropy.",
+        "",
+        f"Load average of the shared machine at the end: {data['load']:.1f} on 2 cores.",
+        "",
+        "| block | dtype | sizes | eager (ms) | torch.compile (ms) | ours (ms) | ours / torch.compile | ours / eager "
+        "| max abs error to eager (ours / torch.compile) | torch.compile compile (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {r['name']} | {r['dtype']} | {r['sizes']} | {r['eager_s'] * 1e3:.2f} | {r['compiled_s'] * 1e3:.2f} | "
+              f"{r['ours_s'] * 1e3:.2f} | {r['compile_ratio']:.2f} | {r['eager_ratio']:.2f} | "
+              f"{r['error']:.1e} / {r['compiled_error']:.1e} | {r['inductor_compile_s']:.1f} |" for r in rows]
+    lines += [
+        "",
+        "Each kernel inside its block (`time.perf_counter` around the call, between the neighbouring torch ops)",
+        "and alone (called back to back on the block's own inputs, in the same rounds); `in block / alone` is the",
+        "median within-round ratio, `share` the kernel's part of the `ours` block's time. A ratio well above 1",
+        "says the kernel's parallel region pays for following torch's: threads of another runtime still",
+        "holding the cores, or its inputs no longer in cache.",
+        "",
+        "| block | dtype | kernel | in block (ms) | alone (ms) | in block / alone | share of the block |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {r['name']} | {r['dtype']} | {k['name']} | {k['in_block_s'] * 1e3:.3f} | {k['alone_s'] * 1e3:.3f} | "
+              f"{k['ratio']:.2f} | {100 * k['share']:.1f}% |" for r, k in kernels]
+    lines += ["", f"Largest in block / alone: {worst['ratio']:.2f} ({worst['name']} in the {worst_row['dtype']} "
+                  f"{worst_row['name']} block).", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_blocks(measure_blocks()))
