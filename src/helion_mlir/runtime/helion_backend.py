@@ -72,7 +72,7 @@ from helion.runtime.kernel import BoundKernel, Kernel
 from ..errors import HelionMLIRError
 from ..front_end_lock import FRONT_END_LOCK
 from ..output_type import OutputType
-from . import autodiff_devices, loop_hints
+from . import helion_autodiff, loop_hints
 from .compiled_kernel import CompiledKernel, compile_kernel
 from .default_config_hint import hint_default_config
 from .tuning import seeds
@@ -301,7 +301,7 @@ def install() -> None:
     """Register the ``"mlir"`` backend (and its CPU seed configs, :mod:`.tuning.seeds`) with
     Helion, route its compilations and binds here, give its kernels Triton's loop-hint
     config fields (:mod:`.loop_hints`) and let Helion's autodiff differentiate CPU kernels
-    (:mod:`.autodiff_devices`) (idempotent)."""
+    (:mod:`.helion_autodiff`) (idempotent)."""
     if BACKEND_NAME not in list_backends():
         register_compiler_backend(MLIRBackend)
     seeds.install()
@@ -309,7 +309,7 @@ def install() -> None:
     _wrap_compile_config()
     _wrap_bind()
     _wrap_format_kernel_decorator()
-    autodiff_devices.install()
+    helion_autodiff.install(BACKEND_NAME)
 
 
 install()
