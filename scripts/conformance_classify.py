@@ -11,7 +11,8 @@ error not raised); ``typed_refusal`` (a ``HelionMLIRError`` subclass, or Helion'
 error ``helion.exc.Base`` other than ``InternalError``); ``other_error`` (any other exception,
 with its type and where it was raised); ``accelerator_only`` (the test reaches for CUDA with no
 skip condition of its own); ``version_skew`` (the test needs a name or argument the installed
-Helion lacks); ``crash`` (the process died in the test); ``timeout``; ``not_run`` (the module's
+Helion lacks, or the installed Helion reads an attribute that the test's stand-in for one of
+its objects, shaped after the checkout's Helion, lacks); ``crash`` (the process died in the test); ``timeout``; ``not_run`` (the module's
 time ran out first); ``skipped`` (the test's own skip condition or expected failure, with its
 reason).
 """
@@ -19,6 +20,7 @@ reason).
 from __future__ import annotations
 
 import re
+import sys
 import types
 from typing import Any
 
@@ -144,6 +146,15 @@ def _assertion_reason(message: str) -> str:
     return " ".join([first_line(message) or "AssertionError", *details])
 
 
+def _is_stand_in(obj: object) -> bool:
+    """An object a test builds in place of one of Helion's: a ``SimpleNamespace`` or an instance
+    of a class the test module defines."""
+    if isinstance(obj, types.SimpleNamespace):
+        return True
+    module = sys.modules.get(type(obj).__module__)
+    return _place(getattr(module, "__file__", None) or "") == "test"
+
+
 def _is_version_skew(exc: BaseException, frames: list[types.FrameType]) -> bool:
     """A name or argument the test takes from Helion that the installed Helion lacks."""
     innermost = _place(frames[-1].f_code.co_filename) if frames else "other"
@@ -152,6 +163,8 @@ def _is_version_skew(exc: BaseException, frames: list[types.FrameType]) -> bool:
         name = exc.name or ""
         return name.startswith("helion") and not name.startswith("helion_mlir") or (
             "from 'helion" in str(exc))
+    if isinstance(exc, AttributeError) and innermost == "helion" and _is_stand_in(getattr(exc, "obj", None)):
+        return True  # the test's stand-in for a Helion object lacks what the installed Helion reads
     if isinstance(exc, AttributeError) and in_test:
         obj = getattr(exc, "obj", None)
         module = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__module__

@@ -120,6 +120,7 @@ def _prepare_helion(checkout: Path) -> None:
     if os.environ.get(TESTS_BACKEND_ENV, "triton") == "triton":
         _testing._get_backend = lambda: "triton"
     _testing.DEVICE = torch.device("cpu")
+    _place_accelerator_on_cpu(torch)
     _testing.PROJECT_ROOT = checkout
     _testing.EXAMPLES_DIR = checkout / "examples"
     _testing.PRETUNED_KERNELS_DIR = checkout / "pretuned_kernels"
@@ -144,6 +145,30 @@ def _prepare_helion(checkout: Path) -> None:
     _testing.code_and_output = code_and_output_marked
     _wrap_code_sources()
     _choose_pipeline()
+
+
+def _place_accelerator_on_cpu(torch: Any) -> None:
+    """``torch.accelerator.current_accelerator()`` answers the CPU to the tests where torch has
+    no accelerator.
+
+    The tests take it for the kernels' device, as ``DEVICE`` is: they draw the seed a kernel's
+    random ops use as Helion's backends draw it (``inductor_prims.seeds(n, <that device>)``) and
+    compare the kernel's bits with Helion's Philox reference for that seed. Here kernels run on
+    the CPU and draw their seeds from its generator; torch's answer, None, fails in
+    ``inductor_prims.seeds`` before the kernel runs (Helion's own tests patch it so for Pallas).
+    Only calls from a test module get the CPU: torch's ``torch.accelerator.is_available()`` and
+    ``synchronize()``, which Helion's autotuner calls, read the same function.
+    """
+    current_accelerator = torch.accelerator.current_accelerator
+
+    @functools.wraps(current_accelerator)
+    def current_accelerator_or_cpu(check_available: bool = False) -> Any:
+        found = current_accelerator(check_available)
+        if found is None and "/test/test_" in sys._getframe(1).f_code.co_filename:
+            return torch.device("cpu")
+        return found
+
+    torch.accelerator.current_accelerator = current_accelerator_or_cpu
 
 
 def _choose_pipeline() -> None:

@@ -175,6 +175,21 @@ def test_exceptions_are_classified_by_what_failed() -> None:
     assert _kind(no_gpu)["kind"] == kinds.ACCELERATOR_ONLY
 
 
+def test_helion_reading_what_a_tests_stand_in_for_its_object_lacks_is_version_skew() -> None:
+    """A test shaped after a newer Helion fakes one of its objects; the installed Helion reads an
+    attribute the fake lacks. Helion's own AttributeError on its own objects stays an error."""
+    from helion.runtime.ref_mode import is_ref_mode_enabled
+
+    def fake_settings() -> None:
+        is_ref_mode_enabled(types.SimpleNamespace(backend="triton"))  # type: ignore[arg-type]
+
+    def real_object() -> None:
+        is_ref_mode_enabled(torch.zeros(1))  # type: ignore[arg-type]
+
+    assert _kind(fake_settings)["kind"] == kinds.VERSION_SKEW
+    assert _kind(real_object)["kind"] == kinds.OTHER_ERROR
+
+
 def test_a_module_that_cannot_be_imported_is_classified_from_pytest_report() -> None:
     text = "test/test_y.py:3: in <module>\n    from helion.foo import bar\nE   ImportError: cannot import name 'bar' from 'helion.foo'\n"
     assert kinds.classify_collect_error(text)["kind"] == kinds.VERSION_SKEW

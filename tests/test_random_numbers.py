@@ -24,6 +24,9 @@ from config_fuzz import random_configs
 from examples_util import load_example
 from filecheck_util import run_filecheck
 
+from helion._compiler.rng_utils import philox_rand_ref
+from torch._inductor import inductor_prims
+
 from helion_mlir import CompiledKernel, compile_kernel, generate_mlir
 from helion_mlir.runtime.host_code import HostCode
 from helion_mlir.runtime.reference import reference_kernel
@@ -97,6 +100,19 @@ def test_torch_random_ops_draw_their_seeds_per_call_as_reference_mode_does(stati
     first, second = compiled(*args)[0], compiled(*args)[0]
     torch.manual_seed(5)
     assert not torch.equal(first, second) and torch.equal(compiled(*args)[0], first)
+
+
+def test_rand_like_is_helions_philox_of_the_seed_drawn_from_the_cpu_generator() -> None:
+    """Element ``i`` (row-major) of ``torch.rand_like`` is Helion's Philox reference at offset
+    ``i`` for the seed ``inductor_prims.seeds`` draws on the CPU first, over ragged tiles."""
+    args = _call("noise_like", "ragged")
+    compiled = compile_kernel(kernel("noise_like", True).bind(args), threads=2)
+    torch.manual_seed(901)
+    seed = int(inductor_prims.seeds(1, torch.device("cpu"))[0])
+    torch.manual_seed(901)
+    uniform, _normal = compiled(*args)
+    expected = philox_rand_ref(seed, torch.arange(uniform.numel(), dtype=torch.int64)).reshape_as(uniform)
+    _assert_same_bits((uniform,), (expected,), "noise_like")
 
 
 def test_host_code_from_the_kernel_source_draws_the_seeds_as_helions_does() -> None:

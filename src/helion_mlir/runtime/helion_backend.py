@@ -72,7 +72,7 @@ from helion.runtime.kernel import BoundKernel, Kernel
 from ..errors import HelionMLIRError
 from ..front_end_lock import FRONT_END_LOCK
 from ..output_type import OutputType
-from . import loop_hints
+from . import helion_autodiff, loop_hints
 from .compiled_kernel import CompiledKernel, compile_kernel
 from .default_config_hint import hint_default_config
 from .tuning import seeds
@@ -299,8 +299,9 @@ def _wrap_format_kernel_decorator() -> None:
 
 def install() -> None:
     """Register the ``"mlir"`` backend (and its CPU seed configs, :mod:`.tuning.seeds`) with
-    Helion, route its compilations and binds here and give its kernels Triton's loop-hint
-    config fields (:mod:`.loop_hints`) (idempotent)."""
+    Helion, route its compilations and binds here, give its kernels Triton's loop-hint
+    config fields (:mod:`.loop_hints`) and let Helion's autodiff differentiate CPU kernels
+    (:mod:`.helion_autodiff`) (idempotent)."""
     if BACKEND_NAME not in list_backends():
         register_compiler_backend(MLIRBackend)
     seeds.install()
@@ -308,6 +309,7 @@ def install() -> None:
     _wrap_compile_config()
     _wrap_bind()
     _wrap_format_kernel_decorator()
+    helion_autodiff.install(BACKEND_NAME)
 
 
 install()

@@ -64,3 +64,6 @@ class TestX(TestCase):
     def test_h_after_the_crash(self) -> None:
         x = torch.ones(5, device=DEVICE)
         torch.testing.assert_close(add_one(x), x + 1)
+        # The kernels' device, to the tests; torch itself still sees no accelerator.
+        assert torch.accelerator.current_accelerator() == DEVICE
+        assert not torch.accelerator.is_available()
