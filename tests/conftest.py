@@ -26,9 +26,9 @@ from hypothesis import HealthCheck, settings
 from examples_util import example_names
 
 import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
-from helion_mlir.runtime import helion_backend
-from helion_mlir.runtime.compiled_kernel import clear_kernel_cache
-from helion_mlir.runtime.rewrites import tile_parallel
+from helion_mlir.runtime.backend import helion_backend
+from helion_mlir.runtime.kernel.compiled_kernel import clear_kernel_cache
+from helion_mlir.runtime.cpu.rewrites.tensor import tile_parallel
 from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning.worker import JITWorker
 

@@ -27,14 +27,15 @@ from kernels import tuning_kernels
 from helion_mlir.errors import ExecutionError, HelionMLIRError, WorkerDiedError
 from helion_mlir.lowering.kernel_config import resolve_config
 from helion_mlir.output_type import OutputType
-from helion_mlir.runtime import compiled_kernel, helion_backend
-from helion_mlir.runtime.compiled_kernel import CompiledKernel
+from helion_mlir.runtime.backend import helion_backend
+from helion_mlir.runtime.kernel import compiled_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import CompiledKernel
 from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning import worker as worker_module
-from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
+from helion_mlir.runtime.configs.cache import cache_path, cpu_cache_key
 from helion_mlir.runtime.tuning.protocol import CandidateModule
-from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
-from helion_mlir.runtime.tuning.seeds import SEED_LOOP_TILE, SEED_OUTER_TILE, SEED_TILES
+from helion_mlir.runtime.configs.search_space import TUNED_FIELDS
+from helion_mlir.runtime.configs.seeds import SEED_LOOP_TILE, SEED_OUTER_TILE, SEED_TILES
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
 from helion_mlir.runtime.tuning.worker import MAX_PENDING_COMPILES, JITWorker
 from helion_mlir.runtime.tuning.worker_process import WORKER_ARGUMENTS

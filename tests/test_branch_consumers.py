@@ -17,8 +17,8 @@ from kernels import row_kernels
 
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.rewrites.branch_consumers import compute_consumers_in_branches
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
+from helion_mlir.runtime.cpu.rewrites.tensor.branch_consumers import compute_consumers_in_branches
 from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")

@@ -19,7 +19,7 @@ from helion_mlir.cli import run as cli_run
 from helion_mlir.cli.kernel_loading import load_module
 from helion_mlir.importer.op_catalog import CATALOG
 from helion_mlir.importer.op_support import OpSupport
-from helion_mlir.runtime.iree_engine import device_available, iree_available
+from helion_mlir.runtime.iree.engine import device_available, iree_available
 from helion_mlir_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,7 +37,7 @@ from helion_mlir.generate import emit_module, kernel_model
 from helion_mlir.lowering import kernel_config
 from helion_mlir.lowering.kernel_config import resolve_config
 from helion_mlir.lowering.kernel_model import KernelModel
-from helion_mlir.runtime.compiled_kernel import clear_kernel_cache
+from helion_mlir.runtime.kernel.compiled_kernel import clear_kernel_cache
 from helion_mlir_cli import main
 
 ADD = Path(__file__).resolve().parents[1] / "examples" / "add.py"

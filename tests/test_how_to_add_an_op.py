@@ -16,7 +16,7 @@ from torch import fx
 
 from helion_mlir import generate_mlir
 from helion_mlir.lowering import registry
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 HOW_TO = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 

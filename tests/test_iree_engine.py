@@ -10,9 +10,9 @@ import torch
 
 from examples_util import clone_args, load_example_by_name, run_reference_mode
 from helion_mlir.errors import ArgumentError, ExecutionError
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.engine import compile_module
-from helion_mlir.runtime.iree_engine import IREE_COMPILE_FLAGS, compile_with_iree, iree_available
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
+from helion_mlir.runtime.cpu.engine import compile_module
+from helion_mlir.runtime.iree.engine import IREE_COMPILE_FLAGS, compile_with_iree, iree_available
 
 pytestmark = [
     pytest.mark.iree,

@@ -14,7 +14,7 @@ import textwrap
 from torch_mlir import ir
 
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.openmp import unsupported_constructs
+from helion_mlir.runtime.cpu.openmp import unsupported_constructs
 
 _PROCESS = textwrap.dedent("""
     import os, sys, threading, time

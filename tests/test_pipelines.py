@@ -14,9 +14,8 @@ from torch_mlir import ir
 from helion_mlir.errors import ExecutionError
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.output_type import OutputType
-from helion_mlir.runtime.compiled_kernel import Runtime
-from helion_mlir.runtime.engine import compile_module, lower_module
-from helion_mlir.runtime.pipelines import (
+from helion_mlir.runtime.cpu.engine import compile_module, lower_module
+from helion_mlir.runtime.cpu.pipelines import (
     DUMP_ENVIRONMENT_VARIABLE,
     PIPELINES,
     Pipeline,
@@ -24,7 +23,13 @@ from helion_mlir.runtime.pipelines import (
     describe_pipeline,
     lower_to_llvm,
 )
-from helion_mlir.runtime.pipelines.steps import PARALLEL, optimization, passes, rewrite
+from helion_mlir.runtime.cpu.pipelines.steps import (
+    PARALLEL,
+    optimization,
+    passes,
+    rewrite,
+)
+from helion_mlir.runtime.kernel.compiled_kernel import Runtime
 from helion_mlir_cli import main
 
 ADD = """
@@ -93,7 +98,7 @@ def _half_rewrite_then_fail(module: ir.Module) -> None:
 
 
 def test_an_optimization_that_fails_is_skipped_with_the_module_as_before_it(caplog) -> None:
-    caplog.set_level("DEBUG", logger="helion_mlir.runtime.pipelines.runner")
+    caplog.set_level("DEBUG", logger="helion_mlir.runtime.cpu.pipelines.runner")
     text = _lower(ADD, "add", (*passes("func.func(canonicalize)"), optimization(_half_rewrite_then_fail)))
     assert "linalg.generic" in text and "half_done" not in text
     assert "@add: half-rewrite-then-fail skipped, the module left as before it: ValueError: failed to apply" in caplog.text

@@ -25,7 +25,7 @@ from examples_util import load_example
 from filecheck_util import run_filecheck
 
 from helion_mlir import CompiledKernel, compile_kernel, generate_mlir
-from helion_mlir.runtime.host_code import HostCode
+from helion_mlir.runtime.kernel.host_code import HostCode
 from helion_mlir.runtime.reference import reference_kernel
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "random_kernels.py")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kernels import row_kernels
 
 from helion_mlir import generate_mlir
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")
 

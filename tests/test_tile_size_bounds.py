@@ -11,7 +11,7 @@ from fast_pipeline_util import after_step, example_module
 from filecheck_util import run_filecheck
 
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.rewrites.tile_size_bounds import peel_partial_tiles, tile_sizes_as_affine_min
+from helion_mlir.runtime.cpu.rewrites.tensor.tile_size_bounds import peel_partial_tiles, tile_sizes_as_affine_min
 from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")

@@ -49,11 +49,11 @@ from ...front_end_lock import FRONT_END_LOCK
 from ...lowering.kernel_config import resolve_config
 from ...lowering.kernel_model import KernelModel
 from ...output_type import OutputType
-from ..pipelines import Pipeline
-from ..compiled_kernel import CompiledKernel, compile_kernel
-from .cache import cache_class_for, cached_config
+from ..cpu.pipelines import Pipeline
+from ..kernel.compiled_kernel import CompiledKernel, compile_kernel
+from ..configs.cache import cache_class_for, cached_config
 from .protocol import CandidateModule
-from .search_space import cpu_config_overrides
+from ..configs.search_space import cpu_config_overrides
 from .settle import BEST, DEFAULT, Settlement, settle
 from .timing import interleave, measure, summarize
 from .worker import ATTEMPTS, JITWorker, RemoteFunction, collecting, recorded_calls, shared_worker
