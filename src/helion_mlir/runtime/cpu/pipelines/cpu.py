@@ -72,7 +72,7 @@ from ..rewrites.tensor.integer_division import assert_nonzero_divisors, guard_in
 from ..rewrites.vector.interleaved_pairs import move_pairs_contiguously
 from ..rewrites.llvm.libm_expm1 import call_libm_for_expm1
 from ..rewrites.tensor.local_accumulators import accumulate_in_local_buffers
-from ..rewrites.buffer.low_precision_floats import emulate_low_precision_floats
+from ..rewrites.buffer.low_precision_floats import MOVE_TO_F32, emulate_low_precision_floats, uses_low_precision_floats
 from ..rewrites.vector.mixed_dot_products import extend_mixed_dot_products
 from ..rewrites.tensor.parallel_insertions import order_parallel_insertions
 from ..rewrites.vector.polynomial_exp import expand_exponentials
@@ -90,7 +90,19 @@ from ..rewrites.vector.vector_math import lower_vector_math
 from ..rewrites.vector.vectorize_tiles import vectorize_tiles
 from .module_lowering import ModuleLowering
 from .options import Pipeline
-from .steps import CHECKED, IN_PLACE, PARALLEL, Step, boundary, check, input_is, optimization, passes, rewrite
+from .steps import (
+    CHECKED,
+    IN_PLACE,
+    PARALLEL,
+    Condition,
+    Step,
+    boundary,
+    check,
+    input_is,
+    optimization,
+    passes,
+    rewrite,
+)
 
 __all__ = ["FIRST_STAGE", "LAST_STAGE", "PIPELINES"]
 
@@ -166,11 +178,15 @@ _BF16_IN_F32 = passes(
     "func.func(arith-expand{include-bf16=true})",
 )
 
+# The module holds 8- or 4-bit floats, which LLVM lacks.
+_LOW_PRECISION_FLOATS = Condition("8- or 4-bit floats", found_in=uses_low_precision_floats)
+
 # From bufferized code to loops: buffers freed, low-precision floats emulated, and
 # ``memref.copy``, ``tm_tensor`` and linalg ops as loops, ``scf.forall`` as ``scf.parallel``.
 _DEALLOCATE_TO_LOOPS: tuple[Step, ...] = (
     *passes("buffer-deallocation-pipeline", "convert-bufferization-to-memref"),
     rewrite(define_bf16_truncation),
+    *passes(*MOVE_TO_F32, when=_LOW_PRECISION_FLOATS),
     rewrite(emulate_low_precision_floats),
     *passes(
         "func.func(refback-munge-memref-copy)",

@@ -10,7 +10,8 @@ With a dump folder (``dump_dir``, or the ``HELION_MLIR_DUMP_PIPELINE`` environme
 variable), every step runs on its own and the module is written after each one, in the
 manner of MLIR's ``--mlir-print-ir-after-all``: ``<dir>/<function>.<pipeline>/`` holds
 ``00-input.mlir``, then ``NN-<step>.mlir`` per step, each headed
-``// -----// IR Dump After <step> //----- //`` (``... Failed`` for a step that failed).
+``// -----// IR Dump After <step> //----- //`` (``... Failed`` for a step that failed,
+``... (skipped: no <condition>)`` for one whose module condition found nothing to do).
 """
 
 from __future__ import annotations
@@ -81,6 +82,11 @@ def run_steps(lowering: ModuleLowering, steps: Sequence[Step], *, dump_folder: P
         _dump(dump_folder / "00-input.mlir", "Before the pipeline", lowering.module)
     done = 0
     for batch in _batches(active, group and dump_folder is None):
+        if not batch[0].applies_to(lowering.module):  # nothing in the module for it
+            done += 1
+            if dump_folder is not None:
+                _dump_after(dump_folder, done, batch[0], lowering, skipped=True)
+            continue
         try:
             if batch[0].kind is StepKind.PASS:
                 _run_passes(lowering, batch)
@@ -96,10 +102,13 @@ def run_steps(lowering: ModuleLowering, steps: Sequence[Step], *, dump_folder: P
 
 
 def _batches(steps: Sequence[Step], group: bool) -> Iterator[list[Step]]:
-    """Steps to run together: runs of consecutive pass steps when grouping, else one by one."""
+    """Steps to run together: runs of consecutive pass steps when grouping, else one by one
+    (a step whose condition reads the module runs alone, the module read right before it)."""
     batch: list[Step] = []
     for step in steps:
-        if batch and not (group and step.kind is StepKind.PASS and batch[-1].kind is StepKind.PASS):
+        joins = group and step.kind is StepKind.PASS and batch and batch[-1].kind is StepKind.PASS \
+            and not step.depends_on_the_module and not batch[-1].depends_on_the_module
+        if batch and not joins:
             yield batch
             batch = []
         batch.append(step)
@@ -207,10 +216,12 @@ def _dump_folder(root: Path, func_name: str, pipeline: Pipeline) -> Path:
     return folder
 
 
-def _dump_after(folder: Path, number: int, step: Step, lowering: ModuleLowering, *, failed: bool = False) -> None:
+def _dump_after(folder: Path, number: int, step: Step, lowering: ModuleLowering, *, failed: bool = False,
+                skipped: bool = False) -> None:
     shown = _shown(step, lowering.options, lowering.func_name)
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", shown).strip("-")[:80]
-    _dump(folder / f"{number:02d}-{slug}.mlir", f"After {shown}{' Failed' if failed else ''}", lowering.module)
+    outcome = " Failed" if failed else f" (skipped: no {step.when.name})" if skipped and step.when else ""
+    _dump(folder / f"{number:02d}-{slug}.mlir", f"After {shown}{outcome}", lowering.module)
 
 
 def _dump(path: Path, what: str, module: ir.Module) -> None:

@@ -6,7 +6,8 @@ function is ``func.func(canonicalize)``; a pass option taken from the pipeline's
 is written ``$threads``, the function's name ``$func``. A rewrite step runs a Python function of the package
 (:mod:`helion_mlir.runtime.cpu.rewrites`) on the module, or, for the steps that read or change
 the function's boundary, on the :class:`~.module_lowering.ModuleLowering` itself. A step
-given a :class:`Condition` runs only when its options satisfy it. An ``optional`` rewrite
+given a :class:`Condition` runs only when its options satisfy it and, for a condition on
+the module (``found_in``), when the module holds what it needs. An ``optional`` rewrite
 is an optimization the numbers do not depend on: when it fails (a transform that does not
 apply, a pattern it did not foresee), the runner puts the module back as it was before it
 and goes on.
@@ -41,12 +42,19 @@ __all__ = [
 ]
 
 
+def _always(options: PipelineOptions) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Condition:
-    """When a step runs: a named property of the pipeline options."""
+    """When a step runs: a named property of the pipeline options, or of the module right
+    before the step (``found_in``: a pass needed only by some modules is listed all the
+    same, and skipped where the module has nothing for it)."""
 
     name: str
-    holds: Callable[[PipelineOptions], bool]
+    holds: Callable[[PipelineOptions], bool] = _always
+    found_in: Callable[[ir.Module], bool] | None = None
 
 
 PARALLEL = Condition("parallel", lambda options: options.parallel)
@@ -79,6 +87,14 @@ class Step:
 
     def runs_with(self, options: PipelineOptions) -> bool:
         return self.when is None or self.when.holds(options)
+
+    @property
+    def depends_on_the_module(self) -> bool:
+        return self.when is not None and self.when.found_in is not None
+
+    def applies_to(self, module: ir.Module) -> bool:
+        """Whether the module holds what the step needs (always, without a module condition)."""
+        return self.when is None or self.when.found_in is None or self.when.found_in(module)
 
     def pass_text(self, options: PipelineOptions, func_name: str | None = None) -> str:
         """A pass step's pipeline element with the options (``$threads``) and, when given,

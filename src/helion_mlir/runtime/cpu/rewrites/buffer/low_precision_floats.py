@@ -4,8 +4,9 @@ LLVM has no 8- or 4-bit float types: memrefs of ``f8E4M3FN`` and friends lower t
 (``f4E2M1FN`` to ``i4``) storage, but ``arith.extf`` / ``arith.truncf`` on them have no
 lowering, and the expansions MLIR ships (``arith-expand`` for f8E8M0FNU and f4E2M1FN)
 round differently from torch. :func:`emulate_low_precision_floats` runs after
-bufferization: ``arith-emulate-unsupported-floats`` moves every other arith op on these
-types to f32, then each remaining ``extf`` / ``truncf`` becomes a call of a small private
+bufferization, after the upstream passes of :data:`MOVE_TO_F32` (named steps of the
+pipelines): ``arith-emulate-unsupported-floats`` moves every other arith op on these
+types to f32; then each remaining ``extf`` / ``truncf`` becomes a call of a small private
 function of integer ops, defined in the module only when used; LLVM inlines them.
 
 The functions reproduce torch's conversions bit for bit (measured over every code of each
@@ -33,11 +34,10 @@ import dataclasses
 
 from torch_mlir import ir
 
-from .....mlir_context import pass_manager
 from .....mlir_types import LOW_PRECISION_FLOATS
 from ..ir_walk import ops_where
 
-__all__ = ["emulate_low_precision_floats"]
+__all__ = ["MOVE_TO_F32", "emulate_low_precision_floats", "uses_low_precision_floats"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,23 +181,27 @@ def _helper(kind: str, type_: str) -> str:
     return _extf(type_) if kind == "extf" else _truncf(type_)
 
 
-def emulate_low_precision_floats(module: ir.Module) -> None:
-    """Rewrite every f8/f4 conversion into integer code, other f8/f4 arithmetic into f32.
-
-    Runs on a bufferized module, in the shared context: arithmetic and math on those types
-    is moved to f32 by upstream passes first, then each conversion becomes a helper call.
-    """
+def uses_low_precision_floats(module: ir.Module) -> bool:
+    """Whether the module names an 8- or 4-bit float type (the condition of the upstream
+    passes that move their arithmetic and math to f32 before :func:`emulate_low_precision_floats`)."""
     text = str(module.operation)
-    present = [t for t in LOW_PRECISION_FLOATS if t in text]
-    if not present:
-        return
-    pipeline = (  # math ops first: their extension to f32 makes conversions too
-        "builtin.module(func.func(math-extend-to-supported-types{target-type=f32}),"
-        "func.func(arith-emulate-unsupported-floats{source-types="
-        f"{','.join(present)} target-type=f32}}))"
-    )
-    pass_manager(pipeline).run(module.operation)
+    return any(t in text for t in LOW_PRECISION_FLOATS)
 
+
+#: The upstream passes that run first, where the module uses such floats: math ops first
+#: (their extension to f32 makes conversions too), then every other arith op moved to f32.
+MOVE_TO_F32 = (
+    "func.func(math-extend-to-supported-types{target-type=f32})",
+    f"func.func(arith-emulate-unsupported-floats{{source-types={','.join(LOW_PRECISION_FLOATS)} target-type=f32}})",
+)
+
+
+def emulate_low_precision_floats(module: ir.Module) -> None:
+    """Rewrite every f8/f4 conversion into integer code.
+
+    Runs on a bufferized module, after the passes of :data:`MOVE_TO_F32` moved arithmetic
+    and math on those types to f32; each conversion left becomes a helper call.
+    """
     def low_precision_type(op: ir.Operation) -> str | None:
         """The 8- or 4-bit float type an ``extf`` widens from or a ``truncf`` narrows to."""
         if op.name == "arith.extf":
