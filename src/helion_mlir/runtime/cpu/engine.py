@@ -20,7 +20,6 @@ import torch
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 
-from ...errors import ArgumentError
 from ...lru_cache import LRUCache
 from ...mlir_context import mlir_session
 from ...mlir_types import PACKED_PAIR_DTYPES
@@ -29,6 +28,7 @@ from .check_failures import CheckFailures
 from .host_cpu import host_cpu
 from .openmp import register_openmp
 from .packed_pairs import pack_pairs, unpack_pairs
+from ..function import NativeFunction
 from ..params import Param, ScalarParam, TensorParam, check_scalar, check_tensor, check_writable
 from .pipelines import PIPELINES, ModuleLowering, Pipeline, PipelineOptions, lower_to_llvm
 
@@ -118,8 +118,9 @@ class _Packing:
             self.cells.append(cell)
 
 
-class CompiledFunction:
-    """A JIT-compiled MLIR function that takes and returns CPU torch tensors.
+class CompiledFunction(NativeFunction):
+    """A JIT-compiled MLIR function that takes and returns CPU torch tensors (its
+    :attr:`nbytes` estimates the engine's memory, :func:`engine_bytes`).
 
     Calling convention. The function is lowered with identity-layout memrefs at its
     boundary and marked ``llvm.emit_c_interface``. It is called through the engine's
@@ -179,20 +180,15 @@ class CompiledFunction:
         held_by: tuple[int | None, ...] | None = None,
         check_failures: CheckFailures | None = None,
     ) -> None:
+        super().__init__(func_name, output_type, params, results, nbytes=nbytes)
         self._engine = engine  # owns the compiled code behind the entry point
         #: Checked mode: the function's run-time checks (None when compiled unchecked).
         self.check_failures = check_failures
         self._entry: Callable[[ctypes.Array], None] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
             entry_address
         )
-        self.func_name = func_name
-        self.output_type = output_type
-        self.params = params
-        self.results = results
         self.lower_seconds = lower_seconds
         self.jit_seconds = jit_seconds
-        #: Estimated bytes of memory the engine holds (:func:`engine_bytes`).
-        self.nbytes = nbytes
         self.pipeline = pipeline
         self.threads = threads
         #: Per result, the argument whose tensor holds it after a call (in place), or None.
@@ -207,26 +203,13 @@ class CompiledFunction:
             for i, p in enumerate(params)
         )
 
-    @property
-    def signature(self) -> str:
-        """The tensor-level type the arguments are checked against."""
-        args = ", ".join(p.mlir_type for p in self.params)
-        results = ", ".join(r.mlir_type for r in self.results)
-        return f"@{self.func_name}({args}) -> ({results})"
-
-    def __repr__(self) -> str:
-        return f"CompiledFunction({self.signature}, output_type='{self.output_type.value}')"
-
     def __call__(self, *args: torch.Tensor | int | float | bool) -> tuple[torch.Tensor, ...]:
         """Run the function on ``args`` and return its results.
 
         Raises :class:`~helion_mlir.errors.ArgumentError`, before anything runs, when the
         arguments do not match the signature.
         """
-        if len(args) != len(self.params):
-            raise ArgumentError(
-                f"{self.signature} takes {len(self.params)} argument(s), got {len(args)}"
-            )
+        self._check_count(args)
         packing = self._local.__dict__.get("packing")
         if packing is None:
             packing = self._local.packing = _Packing(self.params, self._results_type)
@@ -287,9 +270,6 @@ class CompiledFunction:
             if tensor is not original:
                 staged.append((original, tensor))
         return staged
-
-    def _where(self, index: int) -> str:
-        return f"argument #{index} ({self.params[index].mlir_type}) of @{self.func_name}"
 
     def _take_results(self, results: ctypes.Structure, passed: Sequence[object]) -> tuple[torch.Tensor, ...]:
         """Copy every returned result into a new tensor, then free the buffers the code allocated."""
@@ -360,8 +340,16 @@ COMPILED_FUNCTION_CACHE_BYTES = 64 * 2**20
 _CACHE: "LRUCache[CompiledFunction]" = LRUCache(COMPILED_FUNCTION_CACHE_BYTES, weigh=lambda f: f.nbytes)
 
 
+def _options(pipeline: Pipeline | str, output_type: OutputType | str, threads: int | None, in_place: bool,
+             checked: bool) -> tuple[Pipeline, PipelineOptions]:
+    """The pipeline and its options, parsed and checked once for a lowering."""
+    pipeline = Pipeline.parse(pipeline)
+    return pipeline, PipelineOptions.of(pipeline, output_type, threads, in_place, checked)
+
+
 def _lower(module_text: str, func_name: str, pipeline: Pipeline, options: PipelineOptions,
            diagnostics: list[str]) -> ModuleLowering:
+    """Run ``pipeline`` on the module; the caller holds the MLIR session of ``diagnostics``."""
     return lower_to_llvm(module_text, func_name, pipeline, PIPELINES[pipeline], options, diagnostics)
 
 
@@ -393,9 +381,8 @@ def lower_module(
 ) -> str:
     """The LLVM-dialect module :func:`compile_module` would JIT-compile (same options), as
     text: what the pipelines make of a module, for inspection and tests."""
-    pipeline = Pipeline.parse(pipeline)
-    options = PipelineOptions.of(pipeline, output_type, threads, in_place, checked)
-    with mlir_session() as (ctx, diagnostics):
+    pipeline, options = _options(pipeline, output_type, threads, in_place, checked)
+    with mlir_session() as (_ctx, diagnostics):
         return str(_lower(module_text, func_name, pipeline, options, diagnostics).module)
 
 
@@ -432,10 +419,9 @@ def compile_module(
     pass and quoting its diagnostics), when the bundled MLIR has no lowering for some of
     the module's ops, or when the signature has types that cannot cross from Python.
     """
-    pipeline = Pipeline.parse(pipeline)
-    options = PipelineOptions.of(pipeline, output_type, threads, in_place, checked)
+    pipeline, options = _options(pipeline, output_type, threads, in_place, checked)
     key = (hashlib.sha256(module_text.encode()).hexdigest(), func_name, pipeline, options, host_cpu())
-    with mlir_session() as (ctx, diagnostics):
+    with mlir_session() as (_ctx, diagnostics):
         cached = _CACHE.get(key)
         if cached is not None:
             return cached

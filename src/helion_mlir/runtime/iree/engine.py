@@ -42,13 +42,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...errors import ArgumentError, ExecutionError
+from ...errors import ExecutionError
 from ...lru_cache import LRUCache
 from ...mlir_context import mlir_session
 from ...output_type import OutputType
 from ...verify import parse_module
 from ..cpu.pipelines import ModuleLowering, PipelineOptions
 from ..cpu.rewrites.tensor.integer_division import guard_integer_divisions
+from ..function import NativeFunction
 from ..params import Param, TensorParam, check_scalar, check_tensor
 from .devices import IreeDevice
 
@@ -158,7 +159,7 @@ class _Device:
 atexit.register(_Device.release)
 
 
-class IreeFunction:
+class IreeFunction(NativeFunction):
     """An emitted function compiled by IREE; call it like a
     :class:`~helion_mlir.runtime.cpu.engine.CompiledFunction`: CPU tensors and numbers in, a
     tuple of new tensors (the function's results) out.
@@ -177,17 +178,13 @@ class IreeFunction:
         compile_seconds: float,
         device: IreeDevice | None = None,
     ) -> None:
+        # IREE copies the module and loads its executable (about twice the module's size),
+        # plus the VM context.
+        super().__init__(func_name, output_type, params, results, nbytes=IREE_FUNCTION_BASE_BYTES + 2 * len(vmfb))
         self._vmfb = vmfb
         self._context = self._function = self._hal_device = None
         self._lock = threading.Lock()
         _Device._functions.add(self)
-        #: Estimated bytes of memory the function holds: IREE copies the module and loads
-        #: its executable (about twice the module's size), plus the VM context.
-        self.nbytes = IREE_FUNCTION_BASE_BYTES + 2 * len(vmfb)
-        self.func_name = func_name
-        self.output_type = output_type
-        self.params = params
-        self.results = results
         self.compile_seconds = compile_seconds
         self.device = device or IreeDevice()
         if self.device.is_host:  # load now: a module this machine cannot run fails at once
@@ -220,19 +217,12 @@ class IreeFunction:
         self._context = iree_runtime.VmContext(instance, [iree_runtime.create_hal_module(instance, device), module])
         self._function, self._hal_device = function, device
 
-    @property
-    def signature(self) -> str:
-        """The tensor-level type the arguments are checked against."""
-        args = ", ".join(p.mlir_type for p in self.params)
-        results = ", ".join(r.mlir_type for r in self.results)
-        return f"@{self.func_name}({args}) -> ({results})"
-
     def release(self) -> None:
         """Drop the VM context and device (at exit; a later call would load them again)."""
         self._context = self._function = self._hal_device = None
 
-    def __repr__(self) -> str:
-        return f"IreeFunction({self.signature}, output_type='{self.output_type.value}', device='{self.device}')"
+    def _described(self) -> str:
+        return f", device='{self.device}'"
 
     def __call__(self, *args: torch.Tensor | int | float | bool) -> tuple[torch.Tensor, ...]:
         """Run the function on ``args`` and return its results as new tensors.
@@ -241,13 +231,12 @@ class IreeFunction:
         arguments do not match the signature, and :class:`~helion_mlir.errors.ExecutionError`
         when IREE's runtime reports an error.
         """
-        if len(args) != len(self.params):
-            raise ArgumentError(f"{self.signature} takes {len(self.params)} argument(s), got {len(args)}")
+        self._check_count(args)
         self.load()
         inputs = iree_runtime.VmVariantList(len(args))
         keep_alive = []
         for index, (param, value) in enumerate(zip(self.params, args)):
-            where = f"argument #{index} ({param.mlir_type}) of @{self.func_name}"
+            where = self._where(index)
             if isinstance(param, TensorParam):
                 view = self._buffer_view(check_tensor(where, param, value, index))
                 keep_alive.append(view)
