@@ -27,7 +27,7 @@ from helion_mlir.runtime.cpu.rewrites.vector.constant_powers import integral_pow
 from helion_mlir.runtime.cpu.rewrites.tensor.fold_add_into_matmul import fold_add_into_matmul
 from helion_mlir.runtime.cpu.rewrites.tensor.recompute_cheap_elementwise import recompute_cheap_elementwise
 from helion_mlir.runtime.cpu.rewrites.tensor.tile_parallel import parallelize_tile_loops
-from helion_mlir.runtime.cpu.rewrites.vector.vectorize_tiles import host_vector_shape
+from helion_mlir.runtime.cpu.rewrites.tensor.vectorize_tiles import host_vector_shape
 from helion_mlir.verify import parse_module
 
 

@@ -18,7 +18,7 @@ from helion_mlir.runtime.cpu.engine import compile_module
 from helion_mlir.runtime.cpu.rewrites.vector.interleaved_pairs import (
     move_pairs_contiguously,
 )
-from helion_mlir.runtime.cpu.rewrites.vector.vectorize_tiles import host_vector_shape
+from helion_mlir.runtime.cpu.rewrites.tensor.vectorize_tiles import host_vector_shape
 from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.verify import parse_module
 

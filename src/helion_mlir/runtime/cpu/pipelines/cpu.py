@@ -87,7 +87,7 @@ from ..rewrites.llvm.target_features import leave_out_cpu_features
 from ..rewrites.tensor.tile_parallel import parallelize_tile_loops
 from ..rewrites.tensor.tile_size_bounds import peel_partial_tiles
 from ..rewrites.vector.vector_math import lower_vector_math
-from ..rewrites.vector.vectorize_tiles import vectorize_tiles
+from ..rewrites.tensor.vectorize_tiles import vectorize_tiles
 from .module_lowering import ModuleLowering
 from .options import Pipeline
 from .steps import (

@@ -55,7 +55,7 @@ from ..ir_build import extract_slice, insert_slice, remade_slice, slice_parts
 from ..ir_walk import constant_index, defined_in, indexing_maps, iterator_types, ops_where
 from .row_statistics import drop_unit_dimension_round_trips
 from .tile_parallel import trip_count
-from ..vector.vectorize_tiles import host_vector_shape
+from .vectorize_tiles import host_vector_shape
 
 __all__ = ["process_rows_before_column_chunks"]
 

@@ -37,7 +37,7 @@ from torch_mlir import ir
 
 from ..ir_walk import defining_op, indexing_maps, iterator_types, ops_where
 from ..transform_scripts import match_attribute, run_transform_script
-from ..vector.vectorize_tiles import host_vector_shape
+from .vectorize_tiles import host_vector_shape
 
 __all__ = ["drop_unit_dimension_round_trips", "fuse_row_statistics"]
 

@@ -28,7 +28,7 @@ from torch_mlir import ir
 from torch_mlir.dialects import arith, scf, tensor, ub, vector
 
 from ..ir_walk import constant_index, defining_op, ops_where, slice_offsets_and_sizes
-from .vectorize_tiles import host_vector_shape
+from ..tensor.vectorize_tiles import host_vector_shape
 
 __all__ = ["move_pairs_contiguously"]
 

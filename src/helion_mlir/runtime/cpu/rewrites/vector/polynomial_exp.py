@@ -45,7 +45,7 @@ from torch_mlir.dialects import arith, llvm, vector, x86
 from torch_mlir.dialects import math as mmath
 
 from ..ir_walk import defining_op, ops_where
-from .vectorize_tiles import host_vector_shape
+from ..tensor.vectorize_tiles import host_vector_shape
 
 __all__ = ["EXP_OVERFLOW", "LN2_HI", "LN2_LO", "LOG2E", "Builder", "exp", "exp2", "exp_minus_one_near_zero",
            "expand_exponentials", "host_scales_in_one_instruction"]
