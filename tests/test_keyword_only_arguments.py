@@ -25,7 +25,7 @@ from torch._inductor.decomposition import select_decomp_table
 
 from helion_mlir import OutputType, generate_mlir
 from helion_mlir.errors import HelionMLIRError
-from helion_mlir.lowering.rules.aten import bind_to_schema
+from helion_mlir.lowering.aten_calls import bind_to_schema
 from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 aten = torch.ops.aten

@@ -1,7 +1,7 @@
 """Lowering rules, one module per kind of op; importing this package registers them all."""
 
+from .. import aten_calls, memory_access  # noqa: F401  (their rules register with them)
 from . import (
-    aten,
     aten_rewrites,
     atomics,
     control_flow,
@@ -9,7 +9,6 @@ from . import (
     extrema,
     helper_ops,
     matmul,
-    memory,
     quantized,
     reductions,
     rng,
@@ -20,6 +19,6 @@ from . import (
 )
 
 __all__ = [
-    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "extrema", "helper_ops", "matmul", "memory",
+    "aten_rewrites", "atomics", "control_flow", "dtype_casts", "extrema", "helper_ops", "matmul",
     "quantized", "reductions", "rng", "rolled_reductions", "scalars", "tiles", "views",
 ]

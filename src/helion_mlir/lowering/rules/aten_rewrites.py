@@ -46,7 +46,7 @@ from ..context import RuleContext
 from ..emitter import Emitter
 from ..registry import register_lowering
 from ..values import Scalar, Tensor
-from .aten import (
+from ..aten_calls import (
     bind_to_schema,
     import_aten_call,
     input_values,

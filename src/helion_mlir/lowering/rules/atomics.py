@@ -31,7 +31,7 @@ from ..indexing import (
 from ..jagged import index_dims, jagged_lane_mask, mask_jagged
 from ..registry import register_lowering
 from ..values import HostTensor, Tensor
-from .memory import Combine, accesses_of, insert_valid, positions_inside, scatter, valid_region, value_to_store
+from ..memory_access import Combine, accesses_of, insert_valid, positions_inside, scatter, valid_region, value_to_store
 from .views import drop_unit_dims, expand_dims
 
 

@@ -28,7 +28,7 @@ from ..emitter import Emitter
 from ..helion_compat import original_args
 from ..registry import register_lowering
 from ..values import Tensor
-from .aten import lower_aten_op
+from ..aten_calls import lower_aten_op
 from .views import expand_dims
 
 _BYTE_DTYPES = (torch.uint8, torch.int8)

@@ -40,7 +40,7 @@ from ..context import RuleContext
 from ..emitter import Emitter, broadcast_shapes
 from ..registry import register_lowering
 from ..values import Scalar, Tensor
-from .aten import aligned_to_result, bind_to_schema, input_values, lower_aten_op, traced_call, twin_node
+from ..aten_calls import aligned_to_result, bind_to_schema, input_values, lower_aten_op, traced_call, twin_node
 from .views import expand_dims
 
 

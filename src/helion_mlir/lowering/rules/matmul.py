@@ -27,7 +27,7 @@ from ..emitter import Emitter
 from ..helion_compat import original_args
 from ..registry import register_lowering
 from ..values import Scalar, Tensor
-from .aten import lower_aten_op
+from ..aten_calls import lower_aten_op
 
 
 @register_lowering(matmul_ops.dot)

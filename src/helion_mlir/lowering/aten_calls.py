@@ -16,20 +16,20 @@ import torch
 from helion._compiler.inductor_lowering import InductorLowering
 from torch import fx
 
-from ...errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError, node_source_location
-from ...importer.cache import Results, ResultSpec
-from ...importer.normalize import node_inputs
-from ...importer.rewrites import scalar_tensor_dtype
-from ...importer.input_values import TensorSpec
-from ...mlir_types import PACKED_PAIR_DTYPES, element_type, is_float_type, scalar_type_of_python, torch_element_type
-from ...output_type import OutputType
-from ..broadcasting import helion_placement
-from ..context import RuleContext
-from ..emitter import Emitter
-from ..helion_compat import original_args
-from ..registry import register_family
-from ..values import Scalar, Tensor
-from .views import expand_dims
+from ..errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError, node_source_location
+from ..importer.cache import Results, ResultSpec
+from ..importer.normalize import node_inputs
+from ..importer.rewrites import scalar_tensor_dtype
+from ..importer.input_values import TensorSpec
+from ..mlir_types import PACKED_PAIR_DTYPES, element_type, is_float_type, scalar_type_of_python, torch_element_type
+from ..output_type import OutputType
+from .broadcasting import helion_placement
+from .context import RuleContext
+from .emitter import Emitter
+from .helion_compat import original_args
+from .registry import register_family
+from .values import Scalar, Tensor
+from .rules.views import expand_dims
 
 __all__ = [
     "is_aten_op", "lower_aten_op", "traced_call", "import_and_inline", "import_aten_call", "twin_node",

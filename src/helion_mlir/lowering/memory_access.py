@@ -19,9 +19,9 @@ import torch
 from helion.language import memory_ops
 from torch import fx
 
-from ...errors import HelionMLIRError
-from ...mlir_types import PACKED_PAIR_DTYPES, element_type
-from ..bounds import (
+from ..errors import HelionMLIRError
+from ..mlir_types import PACKED_PAIR_DTYPES, element_type
+from .bounds import (
     all_of,
     any_lane,
     assumed_inside,
@@ -35,9 +35,9 @@ from ..bounds import (
     truthy,
     window_inside,
 )
-from ..context import RuleContext
-from ..emitter import Emitter
-from ..indexing import (
+from .context import RuleContext
+from .emitter import Emitter
+from .indexing import (
     AccessKind,
     DimAccess,
     add_new_axes,
@@ -56,10 +56,10 @@ from ..indexing import (
     value_shape,
     without_new_axes,
 )
-from ..jagged import index_dims, jagged_condition, jagged_lane_mask, mask_jagged, value_dims
-from ..registry import register_lowering
-from ..values import HostTensor, Scalar, Tensor
-from .views import drop_unit_dims, expand_dims, subscript_value
+from .jagged import index_dims, jagged_condition, jagged_lane_mask, mask_jagged, value_dims
+from .registry import register_lowering
+from .values import HostTensor, Scalar, Tensor
+from .rules.views import drop_unit_dims, expand_dims, subscript_value
 
 
 def _insert_element(emit: Emitter, element: str, dest: Tensor, coords: list[str]) -> str:
