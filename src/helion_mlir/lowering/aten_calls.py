@@ -16,20 +16,30 @@ import torch
 from helion._compiler.inductor_lowering import InductorLowering
 from torch import fx
 
-from ..errors import HelionMLIRError, NodeNormalizationError, UnsupportedNodeError, node_source_location
+from ..errors import (
+    HelionMLIRError,
+    NodeNormalizationError,
+    UnsupportedNodeError,
+    node_source_location,
+)
 from ..importer.cache import Results, ResultSpec
+from ..importer.input_values import TensorSpec
 from ..importer.normalize import node_inputs
 from ..importer.rewrites import scalar_tensor_dtype
-from ..importer.input_values import TensorSpec
-from ..mlir_types import PACKED_PAIR_DTYPES, element_type, is_float_type, scalar_type_of_python, torch_element_type
+from ..mlir_types import (
+    PACKED_PAIR_DTYPES,
+    element_type,
+    is_float_type,
+    scalar_type_of_python,
+    torch_element_type,
+)
 from ..output_type import OutputType
 from .broadcasting import helion_placement
 from .context import RuleContext
 from .emitter import Emitter
 from .helion_compat import original_args
-from .registry import register_family
+from .unit_dims import expand_dims
 from .values import Scalar, Tensor
-from .rules.views import expand_dims
 
 __all__ = [
     "is_aten_op", "lower_aten_op", "traced_call", "import_and_inline", "import_aten_call", "twin_node",
@@ -56,7 +66,6 @@ def traced_call(node: fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
     return (recorded[1], recorded[2]) if recorded is not None else (node.args, dict(node.kwargs))
 
 
-@register_family(is_aten_op)
 def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
     """An ATen or prims op through torch-mlir: queued for import now, its body inlined
     where it stands after the walk (see :func:`import_and_inline`).

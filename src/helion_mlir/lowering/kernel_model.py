@@ -37,7 +37,7 @@ from .host_values import (
     is_per_call,
     origin_arg_name,
 )
-from .registry import called_graph_ids, effects_of
+from .effects import called_graph_ids, effects_of
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 from .tensor_reads import refuse_lost_reads
 

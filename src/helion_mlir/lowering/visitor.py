@@ -25,13 +25,14 @@ from ..importer.normalize import graph_outputs, nodes_in
 from ..inliner.builder import MLIRBuilder
 from ..mlir_context import source_location_body
 from ..output_type import OutputType
-from .context import RuleContext
+from .context import LoweringRule, RuleContext
 from .deferred_inline import DeferredInliner
+from .effects import effects_of
 from .emitter import Emitter
 from .helion_compat import original_args
 from .kernel_model import KernelModel
 from .kernel_state import KernelState
-from .registry import LoweringRule, RuleScopes, effects_of
+from .registry import RuleScopes
 
 __all__ = ["IRVisitor"]
 
