@@ -318,6 +318,13 @@ def test_each_entry_point_builds_one_kernel_model_from_one_resolution(counts: _C
     assert counts.take() == (1, 1)
 
 
+@pytest.mark.parametrize("command", ["emit", "run"])
+def test_each_command_builds_one_kernel_model_from_one_resolution(command: str, counts: _Counts,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, str(ADD), "--config", '{"block_size": [8, 64]}']) == 0
+    assert counts.take() == (1, 1), capsys.readouterr().out
+
+
 def test_one_kernel_model_serves_every_output_type(counts: _Counts) -> None:
     module = load_example_by_name("rms_norm")
     bound = module.KERNEL.bind(module.make_args("ragged"))

@@ -43,13 +43,12 @@ class RuleOverrides(Protocol):
 
 class Walker(Protocol):
     """What a rule may ask of the walk through its context (the
-    :class:`~.visitor.IRVisitor` is one): the emission's emitter, model, deferred ATen
-    imports and output type; node values, lowered on demand; nested graphs; overrides."""
+    :class:`~.visitor.IRVisitor` is one): the emission's emitter, model and deferred ATen
+    imports; node values, lowered on demand; nested graphs; overrides."""
 
     emit: Emitter
     model: KernelModel
     deferred: DeferredInliner
-    output_type: OutputType
     rules: RuleOverrides
 
     def value(self, arg: Any) -> Any: ...
@@ -74,8 +73,11 @@ class RuleContext:
         self.emit: Emitter = walker.emit
         self.model: KernelModel = walker.model
         self.deferred: DeferredInliner = walker.deferred
-        #: The output type ATen ops are lowered to.
-        self.output_type: OutputType = walker.output_type
+
+    @property
+    def output_type(self) -> OutputType:
+        """The output type ATen ops are lowered to (the emission's, kept in its state)."""
+        return self._state.output_type
 
     @property
     def location(self) -> str | None:

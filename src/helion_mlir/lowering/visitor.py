@@ -55,10 +55,9 @@ class IRVisitor:
                  checked: bool = False, launch_checks: bool = False) -> None:
         self.model = model
         self.builder = builder
-        self.output_type = output_type
         self.emit = Emitter(builder, checked=checked, launch_checks=launch_checks)
         self.deferred = DeferredInliner(TorchMLIRNodeImporter(output_type), self.emit)
-        self.state = KernelState(model, self.emit)
+        self.state = KernelState(model, self.emit, output_type)
         self.rules = RuleScopes(lambda graph_id: type(self.model.graph(graph_id)))
         self.values: dict[fx.Node, Any] = {}
         self._live_cache: dict[int, set[fx.Node]] = {}
