@@ -24,7 +24,8 @@ from ..errors import HelionMLIRError
 from ..output_type import OutputType
 from .emitter import Emitter
 from .host_values import is_module_level
-from .kernel_model import ArgKind, KernelModel
+from .kernel_model import KernelModel
+from .kernel_parts import ArgKind
 from .loops import emit_tile_loops
 from .symbolic import TileProperty, emit_sympy, tile_scalar
 from .values import JaggedEnds, Scalar, Tensor, Tile, Value

@@ -25,7 +25,8 @@ from ...generate import bind_kernel, emit_module
 from ...kinds import Kind
 from ...lowering.host_values import evaluate_origin, imported_modules
 from ...lowering.kernel_config import resolve_config
-from ...lowering.kernel_model import ArgKind, FunctionArg, KernelModel
+from ...lowering.kernel_model import KernelModel
+from ...lowering.kernel_parts import ArgKind, FunctionArg
 from ...lru_cache import LRUCache
 from ...mlir_types import PACKED_PAIR_DTYPES
 from ...output_type import OutputType

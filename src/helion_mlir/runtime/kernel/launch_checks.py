@@ -22,7 +22,7 @@ import sympy
 from torch.utils._sympy.printers import PythonPrinter
 
 from ...lowering.host_values import HostValue
-from ...lowering.kernel_model import LaunchCheck
+from ...lowering.kernel_parts import LaunchCheck
 
 __all__ = ["HostCondition", "LaunchChecks"]
 
