@@ -1,5 +1,5 @@
 """A linalg op consuming a tensor an ``scf.if`` chooses is computed in both branches on the fast
-pipeline (``runtime/rewrites/branch_consumers.py``), so that each branch fuses into one loop,
+pipeline (``runtime/cpu/rewrites/tensor/branch_consumers.py``), so that each branch fuses into one loop,
 and only where that computes nothing twice; kernels with such options match torch."""
 
 from __future__ import annotations

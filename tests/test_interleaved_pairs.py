@@ -1,5 +1,5 @@
 """Pairs taken apart by ``hl.split`` and put together by ``hl.join`` on the fast pipeline: read
-and written as contiguous vectors (``runtime/rewrites/interleaved_pairs.py``), and the same numbers
+and written as contiguous vectors (``runtime/cpu/rewrites/vector/interleaved_pairs.py``), and the same numbers
 as the plain pipeline's element-by-element moves for any shape, tile and thread count."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Chunk loops over the columns of a multi-row tile, run once per row on the fast pipeline
-(``runtime/rewrites/row_major_chunks.py``): where it applies, where it must not, and the same
+(``runtime/cpu/rewrites/tensor/row_major_chunks.py``): where it applies, where it must not, and the same
 numbers as torch for any shape, tile and thread count, under Helion's generated configs too."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The last tile of a size its block does not divide is peeled off its loop on the fast pipeline
-(``runtime/rewrites/tile_size_bounds.py``, upstream ``transform.loop.peel``): the full tiles get
+(``runtime/cpu/rewrites/tensor/tile_size_bounds.py``, upstream ``transform.loop.peel``): the full tiles get
 static sizes, with no padding copy, and only the last one is padded; a tile grid of many rows
 is parallel over its rows, one of few rows stays one parallel nest."""
 

@@ -106,7 +106,7 @@ def lower_aten_op(ctx: RuleContext, node: fx.Node) -> Any:
 def aligned_to_result(ctx: RuleContext, node: fx.Node, sources: Sequence[Any], values: list[Any]) -> list[Any]:
     """``values`` (those of the operands ``sources``, nodes or numbers), each tensor operand of
     lower rank than ``node``'s result given unit dims where Helion broadcasts it (see
-    :mod:`..broadcasting`): ``b[t0]`` added to ``a[t0, t1]`` is ``b[t0][:, None]``.
+    :mod:`.broadcasting`): ``b[t0]`` added to ``a[t0, t1]`` is ``b[t0][:, None]``.
 
     Helion lines operands up so in the inputs of its pointwise (Inductor) lowerings and of
     ``expand``; other ops (matmuls, gathers, concatenations) keep torch's rules.

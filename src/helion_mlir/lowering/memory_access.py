@@ -6,8 +6,8 @@ from the config. A load of a ragged edge tile reads only the in-bounds part
 filled with zeros, which is Helion's value for masked lanes of a load; a store writes
 only the in-bounds part back (``tensor.insert_slice``). Tensor indices gather and
 scatter element by element with Helion's Cartesian-product semantics; atomics
-(:mod:`.atomics`) reuse the scatter. How an index addresses the host tensor is
-:mod:`..indexing`.
+(:mod:`.rules.atomics`) reuse the scatter. How an index addresses the host tensor is
+:mod:`.indexing`.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _coordinates(emit: Emitter, host: Tensor, accesses: Sequence[DimAccess], ind
                  index_elements: dict[int, str]) -> tuple[list[str], list[int]]:
     """Host coordinates of the value lane at ``index_of``, and the host axes whose position
     may lie outside the tensor (scalars not known inside, index-tensor elements, clipped
-    slices), which the caller guards (:func:`~..bounds.guard_positions`). Padding lanes of
+    slices), which the caller guards (:func:`~.bounds.guard_positions`). Padding lanes of
     another slice are clamped in bounds (the caller discards them). ``index_elements`` maps
     access position -> index-tensor element."""
     coords: list[str] = []
@@ -243,7 +243,7 @@ def positions_inside(emit: Emitter, host: Tensor, name: str, accesses: Sequence[
                      mask: Tensor | None = None) -> str | None:
     """For an index of slices and scalars: an ``i1`` true when every scalar position not known
     inside lies inside its dimension (None when there is none), which the access is guarded
-    by; a slice that may run outside is clipped instead (:func:`~..indexing.clipped_slice`).
+    by; a slice that may run outside is clipped instead (:func:`~.indexing.clipped_slice`).
     In checked mode both are checked first, in every lane ``mask`` (broadcastable to the
     value; None: every lane) leaves on."""
     hosts = host_accesses(accesses)

@@ -298,9 +298,9 @@ def _wrap_format_kernel_decorator() -> None:
 
 
 def install() -> None:
-    """Register the ``"mlir"`` backend (and its CPU seed configs, :mod:`.tuning.seeds`) with
+    """Register the ``"mlir"`` backend (and its CPU seed configs, :mod:`..configs.seeds`) with
     Helion, route its compilations and binds here and give its kernels Triton's loop-hint
-    config fields (:mod:`.loop_hints`) (idempotent)."""
+    config fields (:mod:`..configs.loop_hints`) (idempotent)."""
     if BACKEND_NAME not in list_backends():
         register_compiler_backend(MLIRBackend)
     seeds.install()

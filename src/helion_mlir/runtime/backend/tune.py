@@ -3,7 +3,7 @@
 What ``helion-mlir tune`` calls. The kernel is tuned as a ``backend="mlir"`` twin without
 configs of its own (the same function, so the same cache entry as the kernel under
 ``backend="mlir"``), at the requested effort. The times it reports are those the search's
-last step took to choose the config it caches (:mod:`.settle`: calls of the tuned config,
+last step took to choose the config it caches (:mod:`..tuning.settle`: calls of the tuned config,
 the default config, and what the caller adds, such as torch eager, round-robin); when the
 config came from the cache, the same comparison is made to report them.
 """

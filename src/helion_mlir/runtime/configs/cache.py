@@ -22,7 +22,7 @@ keys on the source of Helion, torch and helion_mlir, as Helion's strict cache do
 Helion, torch and Triton.
 
 The config a search writes is its best one, or the default config when a user's call of
-the default is faster (see :mod:`.settle`). :func:`cached_config` reads the entry a tuning
+the default is faster (see :mod:`..tuning.settle`). :func:`cached_config` reads the entry a tuning
 run wrote, so that ``compile_kernel`` can use a tuned config without tuning.
 An entry whose config the kernel no longer accepts (one written by an older version, or
 edited) or that does not compile counts as a cache miss, with a warning naming the file:

@@ -12,7 +12,7 @@ devices, hence never) for kernels of the mlir backend, and for kernels of Helion
 Triton backend when Triton is not installed (only helion_mlir compiles those, and a config
 the mlir backend tuned and cached must fit the same kernel bound under the default
 backend): Helion validates and normalizes them, and they change nothing on CPU (the tuner
-pins them, :mod:`.tuning.search_space`).
+pins them, :mod:`.search_space`).
 
 Helion's Triton code generation, which produces the host code the compiled kernel runs,
 reads the hints in ``TileStrategy.get_tl_range_kwargs``; with both ``range_num_stages`` and

@@ -3,7 +3,7 @@ error the call then raises.
 
 The compiled code of a checked function calls ``_mlir_ciface_helion_mlir_check_failed``
 with the number of the check that failed and returns at once
-(:mod:`.rewrites.failed_checks`); :class:`CheckFailures` provides that symbol to the JIT,
+(:mod:`.rewrites.llvm.failed_checks`); :class:`CheckFailures` provides that symbol to the JIT,
 records the number for the calling thread, and after the call raises an
 :class:`~helion_mlir.errors.OutOfBoundsAccessError` (or another
 :class:`~helion_mlir.errors.RuntimeCheckError`) naming the kernel source line.

@@ -23,7 +23,7 @@ and no second runtime are needed.
   ``num_threads``, the kernel's ``threads``) keeps the count for the next fork of the
   calling thread.
 - ``__kmpc_dispatch_init_8u`` / ``__kmpc_dispatch_next_8u``: the ``schedule(dynamic,
-  chunk)`` loop (:mod:`.rewrites.dynamic_schedule`) on ``GOMP_loop_ull_dynamic_start`` /
+  chunk)`` loop (:mod:`.rewrites.buffer.dynamic_schedule`) on ``GOMP_loop_ull_dynamic_start`` /
   ``_next`` (libgomp hands out the first chunk at the start; it is kept for the first
   ``next``), and ``GOMP_loop_end_nowait`` when a worker finds no more work.
 - ``__kmpc_barrier``: ``GOMP_barrier``. ``__kmpc_global_thread_num``: the worker's number

@@ -5,19 +5,19 @@ modules through it checks that they are what they claim to be: plain upstream di
 with tensor value semantics that another MLIR stack compiles and runs as is.
 
 The module is compiled by ``iree-compile`` (from ``iree-base-compiler``) for a device
-(:class:`~.iree_devices.IreeDevice`: by default the ``llvm-cpu`` backend and this machine's
+(:class:`~.devices.IreeDevice`: by default the ``llvm-cpu`` backend and this machine's
 CPU; another CPU model, or a GPU, which needs no GPU to compile for), with the input type of
 its output type (:data:`INPUT_TYPES`) and otherwise IREE's default options, the flags a
 user would pass (:data:`IREE_COMPILE_FLAGS` on CPU: a workaround for a wrong-result bug).
 Integer divisions in the linalg bodies of linalg-on-tensors modules are guarded first as in
-the CPU pipelines (:mod:`.rewrites.integer_division`): a zero divisor gives the same defined
+the CPU pipelines (:mod:`..cpu.rewrites.tensor.integer_division`): a zero divisor gives the same defined
 value (stablehlo's conversion guards its own; tosa's is IREE's, see docs/abi.md).
 The compiler runs in a subprocess: a crash in it is reported as an error instead of
 taking the caller down. The compiled module runs on ``iree-base-runtime``'s driver for the
 device (``local-task`` for CPUs), loaded at the first call: a module for a GPU this
 machine lacks compiles, and only calling it fails.
 
-Arguments are checked exactly as for the ExecutionEngine (:mod:`.params`). Tensors cross
+Arguments are checked exactly as for the ExecutionEngine (:mod:`..params`). Tensors cross
 as raw bytes (bf16, f16 and bool included) into buffers whose element type is the
 MLIR one. IREE demotes f64 to f32 by default, at the function boundary too: f64
 tensors and scalars go in as f32 and f64 results come back from f32.
@@ -311,7 +311,7 @@ def compile_with_iree(
 ) -> IreeFunction:
     """Compile ``@func_name`` of ``module_text`` with IREE for ``device`` (by default this
     CPU; ``"cpu:MODEL"``, ``"cuda:sm_80"``, ``"rocm:gfx942"``, ``"vulkan:rdna3"``, see
-    :class:`~.iree_devices.IreeDevice`).
+    :class:`~.devices.IreeDevice`).
 
     Cached on the module text, function name, output type and flags (the most recently
     used, up to :data:`IREE_FUNCTION_CACHE_BYTES` of estimated memory). Raises

@@ -1,6 +1,6 @@
 """Does a call match what a compiled kernel was compiled for?
 
-A :class:`~helion_mlir.compiled_kernel.CompiledKernel` runs the code emitted for one bound
+A :class:`~.compiled_kernel.CompiledKernel` runs the code emitted for one bound
 kernel, so it serves exactly the calls that Helion would serve with that bound kernel:
 the same tensors' dtypes and ranks (and sizes, with static shapes), and the same values
 of everything Helion specializes on at bind time: strings, ``None`` for optional

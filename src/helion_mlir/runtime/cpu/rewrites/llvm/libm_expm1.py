@@ -5,7 +5,7 @@
 expm1 exists. Upstream has no option to keep it (``approximate-log1p=false`` does so for
 ``log1p`` only; the pipelines set it), so the ops left when the pass runs are replaced by
 the calls ``convert-math-to-libm`` would make. Vector ``expm1`` in the fast pipeline is a
-polynomial by then (:mod:`.vector_math`); a vector left over gets one call per lane.
+polynomial by then (:mod:`..vector.vector_math`); a vector left over gets one call per lane.
 """
 
 from __future__ import annotations

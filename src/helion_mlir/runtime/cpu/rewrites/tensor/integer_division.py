@@ -26,7 +26,7 @@ every output type agrees:
 
 :func:`assert_nonzero_divisors` (checked mode) first asserts each scalar divisor that may be
 0 outside linalg bodies (device scalars: ``i // k`` in a grid) non-zero, so that the call
-raises naming the kernel line (:mod:`.failed_checks`). Divisions in a linalg body are not
+raises naming the kernel line (:mod:`..llvm.failed_checks`). Divisions in a linalg body are not
 checked: the lanes of a ragged tile past the tensor's end divide too (their padding holds
 zeros), so an assert there would fail for kernels whose divisors are all non-zero.
 """
@@ -40,7 +40,7 @@ from ..ir_walk import defining_op, ops_where
 
 __all__ = ["DIVISION_BY_ZERO_CHECK", "assert_nonzero_divisors", "guard_integer_divisions"]
 
-#: The message of checked mode's assert, which :mod:`..check_failures` maps to its error.
+#: The message of checked mode's assert, which :mod:`...check_failures` maps to its error.
 DIVISION_BY_ZERO_CHECK = "integer division by zero"
 
 _SIGNED = frozenset({"arith.divsi", "arith.remsi", "arith.floordivsi", "arith.ceildivsi"})

@@ -7,7 +7,7 @@ means reading and writing the output tile on every iteration: the tile's rows li
 full output row apart, so with small tiles (Helion's default ``[16, 16, 16]``) they and
 the input rows the loop reads fall into the same L1 cache sets, and the loop runs at half
 speed or less. A contiguous buffer of the tile's size (on the stack when small, see
-:mod:`.stack_buffers`) and one copy into the output after the loop avoid that.
+:mod:`..buffer.stack_buffers`) and one copy into the output after the loop avoid that.
 
 An empty tensor counts as an accumulator when it is the initial value of an ``scf.for``
 iteration argument (directly or through the results of earlier loops) that the loop body

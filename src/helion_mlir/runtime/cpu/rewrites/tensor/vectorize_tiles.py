@@ -8,7 +8,7 @@ bundled MLIR. Every linalg op gets a plan by its iteration space:
 * a reduction over the innermost dimension: outer dimensions by 1, and a long reduction
   split (``tile_reduction_using_for``) into a loop accumulating one register
   (:attr:`VectorShape.lanes`) of partial results and one final horizontal reduction
-  (:mod:`.reduce_across_lanes` makes it a tree of shuffles rather than a chain). One
+  (:mod:`..vector.reduce_across_lanes` makes it a tree of shuffles rather than a chain). One
   register, not :attr:`VectorShape.elements`, measured: over rows that stream from L3 or
   memory, LLVM unrolls the loop over four registers and interleaves their chains, which
   reads each row's cache lines out of order; a sum of squares over 4096x1024 f32 on one
@@ -20,7 +20,7 @@ bundled MLIR. Every linalg op gets a plan by its iteration space:
   over ``k`` adds one outer product per step (``vector.contract`` lowered to FMAs); the
   accumulator's load and store are hoisted out of that loop. bf16 operands with an f32
   result take ``k`` two at a time where the host has AVX512-BF16 (:attr:`VectorShape.bf16_pairs`),
-  for its dot product of pairs (:mod:`.bf16_dot_products`).
+  for its dot product of pairs (:mod:`..vector.bf16_dot_products`).
 
 With a dynamic loop range (``static_shapes=False``), outer loops are still tiled by 1 and
 a dynamic innermost loop by :attr:`VectorShape.elements` (a reduction's by

@@ -6,7 +6,7 @@ twice the multiply-adds of an f32 FMA per instruction, and no conversion of the 
 to f32. Lowered the generic way (every operand extended to f32, then f32 FMAs), a bf16
 matmul is slower than an f32 one (docs/benchmarks.md).
 
-:mod:`.vectorize_tiles` tiles the reduction of a bf16 contraction by 2 when the host has
+:mod:`..tensor.vectorize_tiles` tiles the reduction of a bf16 contraction by 2 when the host has
 the instruction (:attr:`~helion_mlir.runtime.cpu.host_cpu.CpuFeatures.bf16_dot`), so that each step is a ``vector.contract`` of an ``MR x 2`` block of A
 and a ``2 x NR`` block of B into an ``MR x NR`` f32 accumulator. :func:`pair_bf16_dot_products`
 replaces each such contraction: B's two rows are interleaved into ``NR / 16`` registers

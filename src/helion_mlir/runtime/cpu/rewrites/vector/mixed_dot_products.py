@@ -1,6 +1,6 @@
 """Dot products of narrow floats into a wider accumulator, with their operands extended.
 
-``reduction_to_contract`` and ``fold_arith_extension`` (:mod:`.vectorize_tiles`) make the
+``reduction_to_contract`` and ``fold_arith_extension`` (:mod:`..tensor.vectorize_tiles`) make the
 sum of squares of an f16 row accumulated in f32 (a rolled ``mean(x * x)``) one
 ``vector.contract`` of ``vector<16xf16>`` operands into an ``f32``: a contraction with no
 parallel dimension. The bundled MLIR lowers no such mixed-precision dot product (every

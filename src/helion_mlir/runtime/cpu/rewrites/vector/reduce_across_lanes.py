@@ -1,6 +1,6 @@
 """A row's partial results are summed by one vector reduction (a tree of shuffles), not a chain.
 
-A split row reduction (:mod:`.vectorize_tiles`) ends in a ``vector.multi_reduction`` of a
+A split row reduction (:mod:`..tensor.vectorize_tiles`) ends in a ``vector.multi_reduction`` of a
 single row of partial results. ``lower-vector-multi-reduction`` with its default
 inner-parallel strategy (right for reductions over outer dimensions, which become
 elementwise ops across rows) makes that horizontal sum a chain of one dependent scalar op

@@ -29,7 +29,7 @@ stay within 2 ulp); for the rest glibc's are as fast as Inductor's or faster.
 The library is optional: without it (glibc before 2.35 lacks most of these functions), or
 for a function it lacks, the op keeps one scalar libm call per lane.
 
-``math.expm1`` left scalar becomes ``expm1f``/``expm1`` calls (:mod:`.libm_expm1`, in both
+``math.expm1`` left scalar becomes ``expm1f``/``expm1`` calls (:mod:`..llvm.libm_expm1`, in both
 CPU pipelines) rather than ``convert-math-to-llvm``'s ``exp(x) - 1``, which
 returns 0 for |x| < 6e-8 (where expm1 is x); the pipelines convert ``math.log1p`` with
 ``approximate-log1p=false`` for the same reason.
