@@ -28,8 +28,7 @@ def _how_to_rule() -> str:
     assert code is not None, "the how-to has no Python example"
     lines = [line[3:] if line.startswith("   ") else line for line in code.group(1).splitlines()]
     text = "\n".join(lines)
-    text = text.replace("from ...", "from helion_mlir.").replace("from ..", "from helion_mlir.lowering.")
-    return text.replace("from .aten", "from helion_mlir.lowering.rules.aten")
+    return text.replace("from ...", "from helion_mlir.").replace("from ..", "from helion_mlir.lowering.")
 
 
 @pytest.fixture
