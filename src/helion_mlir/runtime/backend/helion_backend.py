@@ -72,11 +72,10 @@ from helion.runtime.kernel import BoundKernel, Kernel
 from ...errors import HelionMLIRError
 from ...front_end_lock import FRONT_END_LOCK
 from ...output_type import OutputType
-from ..configs import loop_hints
-from ..kernel.compiled_kernel import CompiledKernel, compile_kernel
+from ..configs import loop_hints, seeds
 from ..configs.default_config_hint import hint_default_config
-from ..configs import seeds
 from ..configs.search_space import cpu_fields
+from ..kernel.compiled_kernel import CompiledKernel, compile_kernel
 from ..tuning.session import CandidateKernel, active_session, cpu_do_bench, cpu_interleaved_bench, tuning
 
 __all__ = [
