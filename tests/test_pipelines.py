@@ -160,6 +160,19 @@ def test_a_step_whose_condition_reads_the_module_runs_only_where_the_module_need
         _lower(TO_F8, "to_f8", steps)
 
 
+def test_consecutive_passes_of_one_module_condition_read_the_module_once() -> None:
+    reads: list[str] = []
+
+    def has_f8(module: ir.Module) -> bool:
+        reads.append("read")
+        return "f8E4M3FN" in str(module)
+
+    needs_f8 = Condition("f8 values", found_in=has_f8)
+    steps = (*passes("func.func(canonicalize)", "func.func(cse)", when=needs_f8), *passes("func.func(cse)"))
+    _lower(TO_F8, "to_f8", steps)
+    assert reads == ["read"]
+
+
 # ------------------------------------------------------------------ the printed pipeline
 @pytest.mark.parametrize("pipeline", list(Pipeline))
 def test_the_printed_pipeline_lists_the_passes_that_move_low_precision_floats_to_f32(pipeline: Pipeline) -> None:

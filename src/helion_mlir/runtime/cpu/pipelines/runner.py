@@ -82,10 +82,11 @@ def run_steps(lowering: ModuleLowering, steps: Sequence[Step], *, dump_folder: P
         _dump(dump_folder / "00-input.mlir", "Before the pipeline", lowering.module)
     done = 0
     for batch in _batches(active, group and dump_folder is None):
-        if not batch[0].applies_to(lowering.module):  # nothing in the module for it
-            done += 1
-            if dump_folder is not None:
-                _dump_after(dump_folder, done, batch[0], lowering, skipped=True)
+        if not batch[0].applies_to(lowering.module):  # nothing in the module for them
+            for step in batch:
+                done += 1
+                if dump_folder is not None:
+                    _dump_after(dump_folder, done, step, lowering, skipped=True)
             continue
         try:
             if batch[0].kind is StepKind.PASS:
@@ -102,12 +103,13 @@ def run_steps(lowering: ModuleLowering, steps: Sequence[Step], *, dump_folder: P
 
 
 def _batches(steps: Sequence[Step], group: bool) -> Iterator[list[Step]]:
-    """Steps to run together: runs of consecutive pass steps when grouping, else one by one
-    (a step whose condition reads the module runs alone, the module read right before it)."""
+    """Steps to run together: runs of consecutive pass steps when grouping, else one by one.
+    Passes whose condition reads the module join only passes of the same condition, read once
+    right before them."""
     batch: list[Step] = []
     for step in steps:
         joins = group and step.kind is StepKind.PASS and batch and batch[-1].kind is StepKind.PASS \
-            and not step.depends_on_the_module and not batch[-1].depends_on_the_module
+            and (step.when is batch[-1].when or not (step.depends_on_the_module or batch[-1].depends_on_the_module))
         if batch and not joins:
             yield batch
             batch = []
