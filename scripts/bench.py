@@ -245,7 +245,7 @@ def emission_and_execution() -> tuple[list[dict], float]:
 
     import helion_mlir
     from examples_util import example_names, load_example_by_name, register_cpu_matmul_dtype_overloads
-    from helion_mlir.runtime.compiled_kernel import compile_kernel
+    from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
     register_cpu_matmul_dtype_overloads()
     rows = []

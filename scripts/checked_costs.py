@@ -31,9 +31,9 @@ from exec_costs import _per_call  # noqa: E402
 
 from helion_mlir import OutputType  # noqa: E402
 from helion_mlir.generate import kernel_model  # noqa: E402
-from helion_mlir.runtime.compiled_kernel import CompiledKernel  # noqa: E402
-from helion_mlir.runtime.engine import clear_compile_cache  # noqa: E402
-from helion_mlir.runtime.pipelines import Pipeline  # noqa: E402
+from helion_mlir.runtime.cpu.engine import clear_compile_cache  # noqa: E402
+from helion_mlir.runtime.cpu.pipelines import Pipeline  # noqa: E402
+from helion_mlir.runtime.kernel.compiled_kernel import CompiledKernel  # noqa: E402
 
 MODES = {"checked": dict(pipeline=Pipeline.PLAIN, checked=True), "plain": dict(pipeline=Pipeline.PLAIN),
          "fast": dict(pipeline=Pipeline.FAST)}

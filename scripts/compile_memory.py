@@ -42,7 +42,8 @@ from examples_util import example_names, load_example_by_name, register_cpu_matm
 from helion_mlir import compile_kernel, generate_mlir  # noqa: E402
 from helion_mlir.importer.cache import IMPORT_CACHE  # noqa: E402
 from helion_mlir.lowering import kernel_model  # noqa: E402
-from helion_mlir.runtime import compiled_kernel, engine  # noqa: E402
+from helion_mlir.runtime.cpu import engine  # noqa: E402
+from helion_mlir.runtime.kernel import compiled_kernel  # noqa: E402
 
 __all__ = ["CONFIGS", "SUMMARY_PREFIX", "TARGET_MB", "measure_estimates", "measure_growth", "render_compile_memory",
            "summary_row"]

@@ -176,7 +176,8 @@ def _choose_pipeline() -> None:
     pipeline = os.environ.get(PIPELINE_ENV, "fast")
     if pipeline == "fast":
         return
-    from helion_mlir.runtime import compiled_kernel, helion_backend
+    from helion_mlir.runtime.backend import helion_backend
+    from helion_mlir.runtime.kernel import compiled_kernel
 
     helion_backend.compile_kernel = functools.partial(compiled_kernel.compile_kernel, pipeline=pipeline)
 

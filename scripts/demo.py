@@ -18,9 +18,9 @@ import torch
 
 import helion_mlir  # before any kernel is bound
 from helion_mlir import MLIRBuilder, OutputType, generate_mlir, import_aten_node_to_mlir, inline_torch_mlir_output
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.lowering.values import Tensor
-from helion_mlir.lowering.rules.aten import vtensor_type
+from helion_mlir.lowering.aten_calls import vtensor_type
 from helion_mlir.importer.normalize import node_inputs
 from helion_mlir.inliner.lexer import strip_locations
 from helion_mlir.mlir_context import mlir_session

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from examples_util import HELION_NEEDS_STATIC_SHAPES, example_names, load_example_by_name  # noqa: E402
 from pipeline_differential import assert_pipelines_agree  # noqa: E402
 
-from helion_mlir.runtime.rewrites import tile_parallel  # noqa: E402
+from helion_mlir.runtime.cpu.rewrites.tensor import tile_parallel  # noqa: E402
 
 
 def main() -> int:

@@ -29,9 +29,9 @@ from examples_util import load_example_by_name
 
 from helion_mlir import OutputType
 from helion_mlir.generate import kernel_model
-from helion_mlir.runtime.compiled_kernel import CompiledKernel, compile_kernel
-from helion_mlir.runtime.engine import clear_compile_cache
-from helion_mlir.runtime.pipelines import Pipeline
+from helion_mlir.runtime.cpu.engine import clear_compile_cache
+from helion_mlir.runtime.cpu.pipelines import Pipeline
+from helion_mlir.runtime.kernel.compiled_kernel import CompiledKernel, compile_kernel
 
 __all__ = ["measure_execution"]
 

@@ -1,4 +1,4 @@
-"""Fit the polynomial coefficients of runtime/rewrites/polynomial_math.py (erf, sin, cos).
+"""Fit the polynomial coefficients of runtime/cpu/rewrites/vector/polynomial_math.py (erf, sin, cos).
 
 Each is a weighted minimax fit (Lawson's iteratively reweighted least squares on 4000
 Chebyshev points, exact values from mpmath at 50 digits), then rounded to float32; prints

@@ -44,7 +44,7 @@ from config_fuzz import (  # noqa: E402
 )
 from examples_util import HELION_NEEDS_STATIC_SHAPES, example_names  # noqa: E402
 
-from helion_mlir.runtime.rewrites import tile_parallel  # noqa: E402
+from helion_mlir.runtime.cpu.rewrites.tensor import tile_parallel  # noqa: E402
 
 
 def _csv(text: str) -> list[str]:

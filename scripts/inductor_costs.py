@@ -34,7 +34,7 @@ from examples_util import load_example_by_name
 from exec_costs import _per_call, measure_peaks
 from math_costs import _timed
 
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 __all__ = ["measure_against_inductor", "render_inductor", "SECTION"]
 

@@ -31,8 +31,8 @@ from examples_util import bound_args, example_call, example_names, load_example_
 from helion_mlir import OutputType, generate_mlir  # noqa: E402
 from helion_mlir.errors import HelionMLIRError  # noqa: E402
 from helion_mlir.generate import kernel_model  # noqa: E402
-from helion_mlir.runtime.rewrites import tile_parallel  # noqa: E402
-from helion_mlir.runtime.engine import lower_module  # noqa: E402
+from helion_mlir.runtime.cpu.rewrites.tensor import tile_parallel  # noqa: E402
+from helion_mlir.runtime.cpu.engine import lower_module  # noqa: E402
 
 # name -> lower_module options
 PIPELINES = {

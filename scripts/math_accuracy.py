@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from math_sweep import UNARY, float32_sweep, ulp_errors, unary_module  # noqa: E402
 
-from helion_mlir.runtime.engine import compile_module  # noqa: E402
+from helion_mlir.runtime.cpu.engine import compile_module  # noqa: E402
 
 DOC = ROOT / "docs" / "cpu-math.md"
 SECTION = "## Measured accuracy"

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from examples_util import load_example_by_name
 from exec_costs import _per_call
 
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 __all__ = ["measure_math", "render_math", "SECTION"]
 

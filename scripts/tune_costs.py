@@ -3,7 +3,7 @@
 For each case (an example kernel at a realistic size) ``measure_tuning()``:
 
 * tunes it at quick and at full effort, each in a fresh process with an empty cache
-  directory (``helion_mlir.runtime.tuning.tune.tune``, what ``helion-mlir tune`` runs):
+  directory (``helion_mlir.runtime.backend.tune.tune``, what ``helion-mlir tune`` runs):
   wall time, configs compiled, distinct modules timed, the config found;
 * runs an exhaustive sweep of a grid of block sizes (and ``reduction_loops``), in a fresh
   process: Helion's ``configs=[...]`` search over the whole grid, which times every
@@ -41,10 +41,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from examples_util import load_example_by_name  # noqa: E402
 
-from helion_mlir.runtime.compiled_kernel import compile_kernel  # noqa: E402
+from helion_mlir.runtime.backend.tune import tune, tuning_twin  # noqa: E402
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel  # noqa: E402
 from helion_mlir.runtime.tuning.session import observed_sessions  # noqa: E402
 from helion_mlir.runtime.tuning.timing import fresh_argument_run, interleave  # noqa: E402
-from helion_mlir.runtime.tuning.tune import tune, tuning_twin  # noqa: E402
 
 __all__ = ["SECTION", "measure_tuning", "render_tuning", "target_lines"]
 

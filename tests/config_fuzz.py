@@ -42,7 +42,7 @@ from helion.autotuner.config_generation import ConfigGeneration
 
 from helion_mlir.errors import ExecutionError, HelionMLIRError, RuntimeCheckError
 from helion_mlir.importer.node_importer import TorchMLIRLoweringError
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
 
 MATCH, REFUSED, WRONG, CRASH, KNOWN_GAP = "match", "refused", "wrong", "crash", "known gap"

@@ -18,17 +18,20 @@ threads, say); they take minutes and run only with ``--stress``
 from __future__ import annotations
 
 from collections.abc import Iterator
+import weakref
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from examples_util import example_names
+from model_counts import ModelCounts
 
 import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
-from helion_mlir.runtime import helion_backend
-from helion_mlir.runtime.compiled_kernel import clear_kernel_cache
-from helion_mlir.runtime.rewrites import tile_parallel
+from helion_mlir.lowering import kernel_config
+from helion_mlir.runtime.backend import helion_backend
+from helion_mlir.runtime.kernel.compiled_kernel import clear_kernel_cache
+from helion_mlir.runtime.cpu.rewrites.tensor import tile_parallel
 from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning.worker import JITWorker
 
@@ -136,3 +139,13 @@ def tuning_run_worker(tuning_worker: JITWorker, tmp_path: Path, monkeypatch: pyt
 # tests/data/conformance/ is a stand-in Helion checkout that test_conformance_runner.py runs;
 # its test module is not one of this suite's.
 collect_ignore_glob = ["data/*"]
+
+
+@pytest.fixture
+def model_counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModelCounts]:
+    """Counts of kernel models and config resolutions from here on, nothing compiled or
+    resolved before (tests/model_counts.py)."""
+    clear_kernel_cache()
+    monkeypatch.setattr(kernel_config, "_RESOLVED", weakref.WeakKeyDictionary())  # nothing resolved yet
+    yield ModelCounts(monkeypatch)
+    clear_kernel_cache()

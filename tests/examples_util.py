@@ -22,8 +22,8 @@ from torch.utils._pytree import tree_map
 
 from helion_mlir.errors import ExecutionError
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.iree_engine import device_available
+from helion_mlir.runtime.iree.engine import device_available
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.runtime.reference import reference_kernel as ref_mode_kernel
 from helion_mlir.runtime.reference import register_cpu_matmul_dtype_overloads
 from helion_mlir.verify import parse_module

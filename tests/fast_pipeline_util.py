@@ -9,8 +9,8 @@ import pytest
 from examples_util import load_example_by_name
 
 from helion_mlir import generate_mlir
-from helion_mlir.runtime.engine import lower_module
-from helion_mlir.runtime.pipelines.runner import DUMP_ENVIRONMENT_VARIABLE
+from helion_mlir.runtime.cpu.engine import lower_module
+from helion_mlir.runtime.cpu.pipelines.runner import DUMP_ENVIRONMENT_VARIABLE
 
 
 def example_module(name: str, args: tuple[object, ...] | str = "ragged", **config: object) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from examples_util import bound_args, clone_args, clone_kwargs, dynamic_shapes_kernel, example_call
 
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 
 def _compare(fast: Any, plain: Any, tolerance: dict[str, float], where: str) -> None:

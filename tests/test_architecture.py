@@ -29,7 +29,26 @@ MAY_IMPORT = {
     "runtime": {"generate", "importer", "inliner", "lowering"},
     "cli": {"batch", "generate", "importer", "inliner", "lowering", "runtime"},
 }
-MAX_LINES = 700
+# Inside runtime/: what each part may import. params (what crosses a compiled function's
+# boundary) and function (the base of both kinds of compiled function) are the runtime's
+# own foundations; the CPU's JIT and IREE run modules; configs say which configs a CPU
+# honours and which were tuned; a compiled kernel runs a function on either; tuning
+# compiles and times kernels; the Helion backend and tune sit on top.
+RUNTIME_MAY_IMPORT = {
+    "params": set(),
+    "function": {"params"},
+    "reference": set(),
+    "cpu": {"params", "function"},
+    "iree": {"params", "function", "cpu"},
+    "configs": set(),
+    "kernel": {"params", "function", "cpu", "iree", "configs"},
+    "tuning": {"params", "cpu", "configs", "kernel"},
+    "backend": {"configs", "kernel", "tuning"},
+}
+# Inside runtime/cpu/rewrites/: one package per stage a rewrite runs at, in pipeline order;
+# a stage may use the shared IR helpers of the package root and what earlier stages know.
+REWRITE_STAGES = ("tensor", "vector", "buffer", "llvm")
+MAX_LINES = 600
 MAX_ROOT_MODULES = 12
 
 
@@ -101,8 +120,36 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def test_no_module_level_import_cycle() -> None:
-    graph = _import_graph()
+def _every_import_graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere, TYPE_CHECKING blocks included."""
+    return {module: {target for _line, target in _every_import(module, path) if target != module}
+            for module, path in ALL_MODULES.items()}
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Package -> the packages its modules import (a module at a package's root counts as the package)."""
+    packages: dict[str, set[str]] = {}
+    for module, targets in _every_import_graph().items():
+        source = module if _is_package(ALL_MODULES[module]) else module.rpartition(".")[0]
+        edges = packages.setdefault(source, set())
+        for target in targets:
+            package = target if _is_package(ALL_MODULES[target]) else target.rpartition(".")[0]
+            # A package reaching into its own subpackages is the tree, not a dependency back.
+            if package != source and not package.startswith(source + "."):
+                edges.add(package)
+    return packages
+
+
+@pytest.mark.parametrize("graph", [_import_graph, _every_import_graph, _package_graph],
+                         ids=["module-level", "type-checking-included", "between-packages"])
+def test_no_import_cycle(graph) -> None:
+    """No circle of imports between modules (at module level, or counting TYPE_CHECKING
+    imports: a type that only a circle can name is a layer drawn wrong) or between packages."""
+    cycle = _find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -126,7 +173,9 @@ def test_no_module_level_import_cycle() -> None:
     for module in sorted(graph):
         if module not in state:
             cycle = visit(module)
-            assert cycle is None, "import cycle: " + " -> ".join(cycle)
+            if cycle:
+                return cycle
+    return None
 
 
 def _optional_import_blocks(tree: ast.Module) -> set[ast.AST]:
@@ -166,6 +215,51 @@ def test_layers_import_only_downward(part: str) -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def _runtime_part(module: str) -> str:
+    """The part of runtime/ a module belongs to (its subpackage, or its own name at the root)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else ""
+
+
+@pytest.mark.parametrize("part", sorted(RUNTIME_MAY_IMPORT))
+def test_runtime_layers_import_only_downward(part: str) -> None:
+    """TYPE_CHECKING imports count: a layer names only the types of the layers below it."""
+    allowed = RUNTIME_MAY_IMPORT[part] | {part}
+    wrong = [f"{path.relative_to(PACKAGE)}:{line} imports {target}"
+             for module, path in ALL_MODULES.items() if _part(module) == "runtime" and _runtime_part(module) == part
+             for line, target in _every_import(module, path)
+             if _part(target) == "runtime" and _runtime_part(target) not in allowed | {""}]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_part_of_the_runtime_has_a_layer() -> None:
+    parts = {_runtime_part(m) for m in ALL_MODULES if _part(m) == "runtime"} - {""}
+    assert parts == set(RUNTIME_MAY_IMPORT), sorted(parts ^ set(RUNTIME_MAY_IMPORT))
+
+
+def _rewrite_stage(module: str) -> str | None:
+    """The stage of a module of runtime/cpu/rewrites/ ("" for the shared helpers at its root)."""
+    prefix = "helion_mlir.runtime.cpu.rewrites."
+    if not module.startswith(prefix):
+        return None
+    rest = module.removeprefix(prefix).split(".")
+    return rest[0] if len(rest) > 1 else ""
+
+
+def test_rewrites_import_only_their_own_or_earlier_stages() -> None:
+    order = {stage: index for index, stage in enumerate(REWRITE_STAGES)}
+    stages = {_rewrite_stage(m) for m in ALL_MODULES} - {None, ""}
+    assert stages == set(REWRITE_STAGES), stages
+    wrong = []
+    for module, path in ALL_MODULES.items():
+        stage = _rewrite_stage(module)
+        for line, target in _every_import(module, path):
+            used = _rewrite_stage(target)
+            if stage is not None and used and (stage == "" or order[used] > order[stage]):
+                wrong.append(f"{path.relative_to(PACKAGE)}:{line} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
 def test_modules_stay_short() -> None:
     long = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
@@ -181,9 +275,9 @@ def test_package_root_holds_only_the_public_layer() -> None:
 
 def test_checks_see_every_module() -> None:
     """The checks above read the real tree (a broken walk would make them pass vacuously)."""
-    assert "helion_mlir.lowering.rules.memory" in ALL_MODULES
+    assert "helion_mlir.lowering.rules.load_store" in ALL_MODULES
     graph = _import_graph()
-    assert "helion_mlir.lowering.registry" in graph["helion_mlir.lowering.rules.memory"]
+    assert "helion_mlir.lowering.registry" in graph["helion_mlir.lowering.rules.load_store"]
     assert "helion_mlir.importer.node_importer" in graph["helion_mlir.lowering.visitor"]
 
 
@@ -225,6 +319,25 @@ def test_no_rule_module_imports_the_walker_or_the_kernel_state() -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_no_rule_module_imports_another() -> None:
+    """Rule modules hold rules; what several of them use lives in lowering/, beside the walker."""
+    rules = {module for module, _path in _rule_modules()}
+    wrong = sorted({f"{path.relative_to(PACKAGE)}:{line} imports {target}"
+                    for module, path in _rule_modules() for line, target in _every_import(module, path)
+                    if target in rules and target != module})
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_long_rule_says_what_it_lowers() -> None:
+    """A registered rule of more than 10 lines has a docstring (what Helion construct it
+    lowers, and to what)."""
+    wrong = [f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}"
+             for _module, path in _rule_modules() for node in ast.parse(path.read_text()).body
+             if isinstance(node, ast.FunctionDef) and any("register" in ast.unparse(d) for d in node.decorator_list)
+             and node.end_lineno - node.lineno >= 10 and ast.get_docstring(node) is None]
+    assert not wrong, "rules without a docstring: " + ", ".join(wrong)
+
+
 def test_rules_use_only_the_public_side_of_their_context() -> None:
     wrong = []
     for _module, path in _rule_modules():
@@ -253,7 +366,7 @@ def _name_comparisons(path: Path) -> Iterator[int]:
 
 def test_targets_and_kinds_are_matched_as_objects_not_by_name() -> None:
     checked = [p for m, p in ALL_MODULES.items() if _part(m) == "lowering"]
-    checked += [PACKAGE / "runtime" / "argument_checks.py", PACKAGE / "errors.py"]
+    checked += [PACKAGE / "runtime" / "kernel" / "argument_checks.py", PACKAGE / "errors.py"]
     wrong = [f"{path.relative_to(PACKAGE)}:{line}" for path in checked for line in _name_comparisons(path)]
     assert not wrong, "names compared as strings: " + ", ".join(wrong)
 

@@ -23,18 +23,20 @@ import pytest
 import torch
 from examples_util import load_example_by_name
 from kernels import tuning_kernels
+from model_counts import ModelCounts
 
 from helion_mlir.errors import ExecutionError, HelionMLIRError, WorkerDiedError
 from helion_mlir.lowering.kernel_config import resolve_config
 from helion_mlir.output_type import OutputType
-from helion_mlir.runtime import compiled_kernel, helion_backend
-from helion_mlir.runtime.compiled_kernel import CompiledKernel
+from helion_mlir.runtime.backend import helion_backend
+from helion_mlir.runtime.kernel import compiled_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import CompiledKernel
 from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning import worker as worker_module
-from helion_mlir.runtime.tuning.cache import cache_path, cpu_cache_key
+from helion_mlir.runtime.configs.cache import cache_path, cpu_cache_key
 from helion_mlir.runtime.tuning.protocol import CandidateModule
-from helion_mlir.runtime.tuning.search_space import TUNED_FIELDS
-from helion_mlir.runtime.tuning.seeds import SEED_LOOP_TILE, SEED_OUTER_TILE, SEED_TILES
+from helion_mlir.runtime.configs.search_space import TUNED_FIELDS
+from helion_mlir.runtime.configs.seeds import SEED_LOOP_TILE, SEED_OUTER_TILE, SEED_TILES
 from helion_mlir.runtime.tuning.session import CandidateKernel, TuningSession, observed_sessions
 from helion_mlir.runtime.tuning.worker import MAX_PENDING_COMPILES, JITWorker
 from helion_mlir.runtime.tuning.worker_process import WORKER_ARGUMENTS
@@ -72,6 +74,20 @@ def tune(kernel: helion.Kernel, args: tuple[Any, ...]) -> tuple[Any, TuningSessi
         result = kernel(*args)
     (run,) = sessions
     return result, run
+
+
+def test_a_candidate_builds_one_kernel_model_from_one_resolution(worker: JITWorker,
+                                                                 model_counts: ModelCounts) -> None:
+    """The tuning entry point: each config the search tries is resolved once and modelled once,
+    the model serving emission, argument checks and host code."""
+    x = vector(1 << 10)
+    bound = mlir_kernel(tuning_kernels.repeated_copy).bind((x,))
+    session = TuningSession(bound, output_type=OutputType.LINALG_ON_TENSORS, threads=1, worker=worker)
+    config = helion.Config(block_sizes=[64], repeats=1)
+    candidate = session.candidate(config)
+    assert model_counts.take() == (1, 1)
+    assert session.candidate(config) is candidate and model_counts.take() == (0, 0)
+    torch.testing.assert_close(candidate(x), x * 2.0)
 
 
 # ------------------------------------------------------------------------- searching
@@ -156,6 +172,7 @@ def test_second_process_uses_the_cached_config_and_times_nothing(tuned_repeated_
         import helion_mlir, helion, torch
         from helion_mlir.runtime.tuning.session import observed_sessions
         from kernels import tuning_kernels
+from model_counts import ModelCounts
         x = torch.randn(1 << 15, generator=torch.Generator().manual_seed(0))
         kernel = helion.kernel(tuning_kernels.repeated_copy, backend="mlir", autotune_effort="quick",
                                autotune_progress_bar=False)

@@ -23,7 +23,7 @@ BACKWARDS = {
 
 def _compiled(kernel: helion.Kernel, args: tuple[object, ...], caplog: pytest.LogCaptureFixture) -> Callable:
     """The kernel through the fast pipeline, checked to have skipped none of its optimizations."""
-    caplog.set_level(logging.DEBUG, logger="helion_mlir.runtime.pipelines.runner")
+    caplog.set_level(logging.DEBUG, logger="helion_mlir.runtime.cpu.pipelines.runner")
     compiled = compile_kernel(kernel.bind(args), pipeline="fast")
     assert "skipped" not in caplog.text
     return compiled

@@ -1,5 +1,5 @@
 """A linalg op consuming a tensor an ``scf.if`` chooses is computed in both branches on the fast
-pipeline (``runtime/rewrites/branch_consumers.py``), so that each branch fuses into one loop,
+pipeline (``runtime/cpu/rewrites/tensor/branch_consumers.py``), so that each branch fuses into one loop,
 and only where that computes nothing twice; kernels with such options match torch."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from kernels import row_kernels
 
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.rewrites.branch_consumers import compute_consumers_in_branches
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
+from helion_mlir.runtime.cpu.rewrites.tensor.branch_consumers import compute_consumers_in_branches
 from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import CompiledKernel, compile_kernel, generate_mlir
-from helion_mlir.runtime.iree_engine import iree_available
+from helion_mlir.runtime.iree.engine import iree_available
 
 SSA = "[A-Za-z0-9_#]+"
 

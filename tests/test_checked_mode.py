@@ -27,10 +27,10 @@ from filecheck_util import run_filecheck
 
 from helion_mlir import OutOfBoundsAccessError, compile_module
 from helion_mlir_cli import main as cli_main
-from helion_mlir.runtime import compiled_kernel as compiled_kernel_module
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.engine import lower_module
-from helion_mlir.runtime.pipelines import PipelineOptions, describe_pipeline
+from helion_mlir.runtime.kernel import compiled_kernel as compiled_kernel_module
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
+from helion_mlir.runtime.cpu.engine import lower_module
+from helion_mlir.runtime.cpu.pipelines import PipelineOptions, describe_pipeline
 
 WINDOW_SOURCE = "def window(x, start):\n    # four elements from start\n    return x[start:start + 4]\n"
 

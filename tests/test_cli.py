@@ -19,7 +19,7 @@ from helion_mlir.cli import run as cli_run
 from helion_mlir.cli.kernel_loading import load_module
 from helion_mlir.importer.op_catalog import CATALOG
 from helion_mlir.importer.op_support import OpSupport
-from helion_mlir.runtime.iree_engine import device_available, iree_available
+from helion_mlir.runtime.iree.engine import device_available, iree_available
 from helion_mlir_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -524,7 +524,7 @@ def test_ops_of_a_kernel_lists_its_ops_and_where_each_output_type_stops(asm_file
     assert main(["ops", str(ROOT / "examples" / "rms_norm.py")]) == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines()[2:] if line and not line.startswith(("(", "["))}
-    assert rows["memory_ops.load"][3] == "rules.memory" and rows["memory_ops.store"][3] == "rules.memory"
+    assert rows["memory_ops.load"][3] == "rules.load_store" and rows["memory_ops.store"][3] == "rules.load_store"
     assert rows["aten.rsqrt.default"][3:] == ["torch-mlir", "yes", "yes", "yes", "yes"]
     assert out.splitlines()[0].startswith("kernel rms_norm (") and "args: x=f32[" in out.splitlines()[0]
     assert main(["ops", str(asm_file)]) == 0

@@ -17,9 +17,9 @@ import torch
 
 from helion_mlir import OutputType
 from helion_mlir.cli.arguments import DTYPES, ArgumentsError, arguments_from_file, describe_call, evaluate_call
-from helion_mlir.runtime.compiled_kernel import RUNTIMES
-from helion_mlir.runtime.iree_devices import DEVICE_KINDS
-from helion_mlir.runtime.pipelines import DUMP_ENVIRONMENT_VARIABLE
+from helion_mlir.runtime.kernel.compiled_kernel import RUNTIMES
+from helion_mlir.runtime.iree.devices import DEVICE_KINDS
+from helion_mlir.runtime.cpu.pipelines import DUMP_ENVIRONMENT_VARIABLE
 from helion_mlir_cli.call_syntax import DTYPE_NAMES, INT_RANGE, CallSyntaxError, parse_call
 from helion_mlir_cli.parser import DEVICE_KINDS as PARSER_DEVICE_KINDS
 from helion_mlir_cli.parser import DUMP_PIPELINE_VARIABLE, OUTPUT_TYPES

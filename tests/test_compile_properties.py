@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helion_mlir import ArgumentError
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 POW2 = st.sampled_from([1, 2, 4, 8, 16, 32])
 FLOATS = st.sampled_from([torch.float32, torch.bfloat16, torch.float16])

@@ -12,9 +12,6 @@ from one resolution.
 from __future__ import annotations
 
 import json
-import sys
-import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +22,16 @@ from examples_util import assert_matches, load_example_by_name
 from helion._testing import code_and_output
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helion.autotuner.config_spec import ConfigSpec
 from helion.exc import InvalidConfig
 
 from config_fuzz import random_configs
 from kernels import loop_hint_kernels
+from model_counts import ModelCounts
 
 from helion_mlir import OutputType, compile_kernel, generate_mlir
 from helion_mlir.errors import HelionMLIRError
 from helion_mlir.generate import emit_module, kernel_model
-from helion_mlir.lowering import kernel_config
 from helion_mlir.lowering.kernel_config import resolve_config
-from helion_mlir.lowering.kernel_model import KernelModel
-from helion_mlir.runtime.compiled_kernel import clear_kernel_cache
 from helion_mlir_cli import main
 
 ADD = Path(__file__).resolve().parents[1] / "examples" / "add.py"
@@ -269,68 +263,42 @@ def test_command_line_accepts_helions_aliases(capsys: pytest.CaptureFixture[str]
 
 
 # ------------------------------------------------------------------------ one path
-class _Counts:
-    """Kernel models built, and configs normalized by helion_mlir (not by Helion itself)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.models = self.resolutions = 0
-        init, normalized = KernelModel.__init__, ConfigSpec.normalized_config
-
-        def counting_init(model: KernelModel, *args: Any, **kwargs: Any) -> None:
-            self.models += 1
-            init(model, *args, **kwargs)
-
-        def counting_normalized(spec: ConfigSpec, *args: Any, **kwargs: Any) -> Any:
-            if sys._getframe(1).f_globals.get("__name__", "").startswith("helion_mlir"):
-                self.resolutions += 1
-            return normalized(spec, *args, **kwargs)
-
-        monkeypatch.setattr(KernelModel, "__init__", counting_init)
-        monkeypatch.setattr(ConfigSpec, "normalized_config", counting_normalized)
-
-    def take(self) -> tuple[int, int]:
-        taken = (self.models, self.resolutions)
-        self.models = self.resolutions = 0
-        return taken
-
-
-@pytest.fixture
-def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Counts]:
-    clear_kernel_cache()
-    monkeypatch.setattr(kernel_config, "_RESOLVED", weakref.WeakKeyDictionary())  # nothing resolved yet
-    yield _Counts(monkeypatch)
-    clear_kernel_cache()
-
-
-def test_each_entry_point_builds_one_kernel_model_from_one_resolution(counts: _Counts) -> None:
+def test_each_entry_point_builds_one_kernel_model_from_one_resolution(model_counts: ModelCounts) -> None:
     module = load_example_by_name("rms_norm")
     args = module.make_args("ragged")
     bound = module.KERNEL.bind(args)
     generate_mlir(bound, config={"block_size": 8, "reduction_loop": 32})
-    assert counts.take() == (1, 1)
+    assert model_counts.take() == (1, 1)
     config = {"block_size": 4, "reduction_loop": 32}
     compiled = compile_kernel(bound, config=config, pipeline="plain")
-    assert counts.take() == (1, 1)
+    assert model_counts.take() == (1, 1)
     assert compile_kernel(bound, config=config, pipeline="plain") is compiled  # cached: nothing built or normalized
-    assert counts.take() == (0, 0)
+    assert model_counts.take() == (0, 0)
     _module, kernel = _mlir_kernel("rms_norm", config=config)
     assert_matches(kernel(*args), module.reference(*args), module.TOLERANCE)
-    assert counts.take() == (1, 1)
+    assert model_counts.take() == (1, 1)
 
 
-def test_one_kernel_model_serves_every_output_type(counts: _Counts) -> None:
+@pytest.mark.parametrize("command", ["emit", "run"])
+def test_each_command_builds_one_kernel_model_from_one_resolution(command: str, model_counts: ModelCounts,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, str(ADD), "--config", '{"block_size": [8, 64]}']) == 0
+    assert model_counts.take() == (1, 1), capsys.readouterr().out
+
+
+def test_one_kernel_model_serves_every_output_type(model_counts: ModelCounts) -> None:
     module = load_example_by_name("rms_norm")
     bound = module.KERNEL.bind(module.make_args("ragged"))
     model = kernel_model(bound)
     texts = [emit_module(model, output_type) for output_type in OutputType]
-    assert counts.take() == (1, 1)
+    assert model_counts.take() == (1, 1)
     assert texts == [generate_mlir(bound, output_type=output_type) for output_type in OutputType]
 
 
-def test_compiled_kernels_share_one_cache_entry_for_every_spelling_of_a_config(counts: _Counts) -> None:
+def test_compiled_kernels_share_one_cache_entry_for_every_spelling_of_a_config(model_counts: ModelCounts) -> None:
     module = load_example_by_name("add")
     bound = module.KERNEL.bind(module.make_args("ragged"))
     first = compile_kernel(bound, config={"block_size": [8, 64]}, pipeline="plain")
     assert compile_kernel(bound, config=helion.Config(block_sizes=[8, 64]), pipeline="plain") is first
     assert compile_kernel(bound, config={"block_sizes": [[8, 64]]}, pipeline="plain") is first
-    assert counts.take() == (1, 3)
+    assert model_counts.take() == (1, 3)

@@ -224,7 +224,7 @@ def test_report_counts_each_column_and_lists_failures_with_the_control_outcome()
 
 def test_the_plain_pipeline_option_reaches_the_backends_compilations(monkeypatch: pytest.MonkeyPatch) -> None:
     import conformance_plugin
-    from helion_mlir.runtime import helion_backend
+    from helion_mlir.runtime.backend import helion_backend
 
     monkeypatch.setattr(helion_backend, "compile_kernel", helion_backend.compile_kernel)  # restored afterwards
     monkeypatch.setenv(conformance_plugin.PIPELINE_ENV, "plain")

@@ -24,11 +24,14 @@ from torch_mlir.execution_engine import ExecutionEngine
 from helion_mlir import generate_mlir
 from helion_mlir.errors import ExecutionError
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.compiled_kernel import clear_kernel_cache, compile_kernel
-from helion_mlir.runtime.engine import lower_module
-from helion_mlir.runtime.host_cpu import CPU_FEATURES_VARIABLE, host_cpu
-from helion_mlir.runtime.iree_engine import iree_available
-from helion_mlir.runtime.rewrites.target_features import leave_out_cpu_features
+from helion_mlir.runtime.cpu.engine import lower_module
+from helion_mlir.runtime.cpu.host_cpu import CPU_FEATURES_VARIABLE, host_cpu
+from helion_mlir.runtime.cpu.rewrites.llvm.target_features import leave_out_cpu_features
+from helion_mlir.runtime.iree.engine import iree_available
+from helion_mlir.runtime.kernel.compiled_kernel import (
+    clear_kernel_cache,
+    compile_kernel,
+)
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "portability_kernels.py")
 CONVERT = load_example(Path(__file__).resolve().parent / "kernels" / "low_precision_kernels.py").convert

@@ -22,11 +22,11 @@ from helion.autotuner.config_generation import ConfigGeneration
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import helion_mlir.runtime.compiled_kernel as compiled_kernel_module
+import helion_mlir.runtime.kernel.compiled_kernel as compiled_kernel_module
 import helion_mlir.lowering.tensor_reads as tensor_reads_module
-import helion_mlir.runtime.helion_backend as helion_backend_module
+import helion_mlir.runtime.backend.helion_backend as helion_backend_module
 from helion_mlir import ArgumentError, DataDependentValueError, HelionMLIRError, generate_mlir
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.runtime.reference import reference_kernel
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "data_dependent_kernels.py")

@@ -19,7 +19,7 @@ from examples_util import (
     load_example_by_name,
     run_through_iree,
 )
-from helion_mlir.runtime.iree_engine import iree_available
+from helion_mlir.runtime.iree.engine import iree_available
 
 pytestmark = [
     pytest.mark.iree,

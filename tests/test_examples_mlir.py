@@ -30,7 +30,7 @@ from helion_mlir.importer.node_importer import clear_import_cache, import_stats
 from helion_mlir.generate import kernel_model
 from helion_mlir.inliner.lexer import strip_locations
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.verify import parse_module, undefined_reads
 
 OUTPUT_TYPES = [t.value for t in OutputType]

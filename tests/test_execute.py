@@ -19,12 +19,12 @@ from torch_mlir import ir
 
 from helion_mlir.errors import ArgumentError, ExecutionError, MLIRVerificationError
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.engine import (
+from helion_mlir.runtime.cpu.engine import (
     CompiledFunction,
     clear_compile_cache,
     compile_module,
 )
-from helion_mlir.runtime.rewrites.single_element_stores import store_single_elements_in_place
+from helion_mlir.runtime.cpu.rewrites.tensor.single_element_stores import store_single_elements_in_place
 
 DATA = Path(__file__).parent / "data" / "execute"
 

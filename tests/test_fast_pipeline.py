@@ -22,12 +22,12 @@ from torch_mlir.passmanager import PassManager
 
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.engine import compile_module, lower_module
-from helion_mlir.runtime.rewrites.constant_powers import integral_powers_as_fpowi
-from helion_mlir.runtime.rewrites.fold_add_into_matmul import fold_add_into_matmul
-from helion_mlir.runtime.rewrites.recompute_cheap_elementwise import recompute_cheap_elementwise
-from helion_mlir.runtime.rewrites.tile_parallel import parallelize_tile_loops
-from helion_mlir.runtime.rewrites.vectorize_tiles import host_vector_shape
+from helion_mlir.runtime.cpu.engine import compile_module, lower_module
+from helion_mlir.runtime.cpu.rewrites.vector.constant_powers import integral_powers_as_fpowi
+from helion_mlir.runtime.cpu.rewrites.tensor.fold_add_into_matmul import fold_add_into_matmul
+from helion_mlir.runtime.cpu.rewrites.tensor.recompute_cheap_elementwise import recompute_cheap_elementwise
+from helion_mlir.runtime.cpu.rewrites.tensor.tile_parallel import parallelize_tile_loops
+from helion_mlir.runtime.cpu.rewrites.tensor.vectorize_tiles import host_vector_shape
 from helion_mlir.verify import parse_module
 
 
@@ -586,7 +586,7 @@ def test_parallel_tiles_keep_two_cores_busy() -> None:
         sys.path.insert(0, "tests")
         import torch
         from examples_util import load_example_by_name
-        from helion_mlir.runtime.compiled_kernel import compile_kernel
+        from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
         def cpu_ticks():
             ticks = {}

@@ -22,7 +22,7 @@ from kernels import math_kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 POW2 = st.sampled_from([1, 2, 4, 8, 16, 32, 64])
 THREADS = st.sampled_from([1, 2])

@@ -1,7 +1,7 @@
 """A child made by ``fork`` after its parent ran parallel tiles calls kernels, compiles new
 ones and gets the right numbers.
 
-Parallel tiles run on torch's GNU OpenMP (``helion_mlir.runtime.openmp``), whose workers do not
+Parallel tiles run on torch's GNU OpenMP (``helion_mlir.runtime.cpu.openmp``), whose workers do not
 survive a fork: the child runs the kernels' parallel loops on its calling thread. A child
 forked while another thread compiled inherited the package's locks held, and its first
 compile waited for them forever. The scenario runs in a fresh interpreter with a time limit,
@@ -38,7 +38,7 @@ from examples_util import load_example_by_name
 from helion_mlir import compile_kernel
 from helion_mlir.front_end_lock import FRONT_END_LOCK
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.engine import clear_compile_cache
+from helion_mlir.runtime.cpu.engine import clear_compile_cache
 
 example = load_example_by_name("bias_gelu")
 

@@ -34,7 +34,8 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 
 import helion_mlir
 from helion_mlir.errors import HelionMLIRError, UnsupportedNodeError
-from helion_mlir.runtime import compiled_kernel, helion_backend
+from helion_mlir.runtime.backend import helion_backend
+from helion_mlir.runtime.kernel import compiled_kernel
 
 
 def mlir_twin(kernel: helion.Kernel, **settings: Any) -> helion.Kernel:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from examples_util import load_example
 
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "host_view_kernels.py")
 OUTPUT_TYPES = ["linalg-on-tensors", "stablehlo", "raw", "tosa"]

@@ -16,7 +16,7 @@ from torch import fx
 
 from helion_mlir import generate_mlir
 from helion_mlir.lowering import registry
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 HOW_TO = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
@@ -28,8 +28,7 @@ def _how_to_rule() -> str:
     assert code is not None, "the how-to has no Python example"
     lines = [line[3:] if line.startswith("   ") else line for line in code.group(1).splitlines()]
     text = "\n".join(lines)
-    text = text.replace("from ...", "from helion_mlir.").replace("from ..", "from helion_mlir.lowering.")
-    return text.replace("from .aten", "from helion_mlir.lowering.rules.aten")
+    return text.replace("from ...", "from helion_mlir.").replace("from ..", "from helion_mlir.lowering.")
 
 
 @pytest.fixture

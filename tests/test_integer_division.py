@@ -22,8 +22,10 @@ from division_util import DTYPES, KERNELS, KERNELS_FILE, RUNS, SETTINGS, argumen
 from filecheck_util import run_filecheck
 
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.iree_engine import iree_available
-from helion_mlir.runtime.rewrites.integer_division import guard_integer_divisions
+from helion_mlir.runtime.cpu.rewrites.tensor.integer_division import (
+    guard_integer_divisions,
+)
+from helion_mlir.runtime.iree.engine import iree_available
 from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.xdist_group("integer-division")

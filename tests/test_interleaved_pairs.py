@@ -1,5 +1,5 @@
 """Pairs taken apart by ``hl.split`` and put together by ``hl.join`` on the fast pipeline: read
-and written as contiguous vectors (``runtime/rewrites/interleaved_pairs.py``), and the same numbers
+and written as contiguous vectors (``runtime/cpu/rewrites/vector/interleaved_pairs.py``), and the same numbers
 as the plain pipeline's element-by-element moves for any shape, tile and thread count."""
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.engine import compile_module
-from helion_mlir.runtime.rewrites.interleaved_pairs import move_pairs_contiguously
-from helion_mlir.runtime.rewrites.vectorize_tiles import host_vector_shape
+from helion_mlir.runtime.cpu.engine import compile_module
+from helion_mlir.runtime.cpu.rewrites.vector.interleaved_pairs import (
+    move_pairs_contiguously,
+)
+from helion_mlir.runtime.cpu.rewrites.tensor.vectorize_tiles import host_vector_shape
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")

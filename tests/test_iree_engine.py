@@ -10,9 +10,10 @@ import torch
 
 from examples_util import clone_args, load_example_by_name, run_reference_mode
 from helion_mlir.errors import ArgumentError, ExecutionError
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.engine import compile_module
-from helion_mlir.runtime.iree_engine import IREE_COMPILE_FLAGS, compile_with_iree, iree_available
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
+from helion_mlir.runtime.cpu.engine import compile_module
+from helion_mlir.runtime.function import NativeFunction
+from helion_mlir.runtime.iree.engine import IREE_COMPILE_FLAGS, compile_with_iree, iree_available
 
 pytestmark = [
     pytest.mark.iree,
@@ -156,6 +157,24 @@ def test_bad_arguments_are_rejected_before_anything_runs() -> None:
         scaled(x.double(), x, 1.0)
     with pytest.raises(ArgumentError, match=r"argument #2 \(f32\) of @scaled: expected int or float, got str"):
         scaled(x, x, "1.0")
+
+
+def test_both_kinds_of_compiled_function_check_and_describe_a_call_alike() -> None:
+    """The JIT's and IREE's functions share one base: the same signature, the same errors for
+    the same bad call, the same repr (IREE's naming its device too)."""
+    jit, iree = compile_module(DYNAMIC, "scaled"), compile_with_iree(DYNAMIC, "scaled")
+    assert isinstance(jit, NativeFunction) and isinstance(iree, NativeFunction)
+    assert jit.signature == iree.signature == "@scaled(tensor<?x?xf32>, tensor<?x?xf32>, f32) -> (tensor<?x?xf32>)"
+    x = torch.randn(2, 3)
+    for bad_call in [(x, x), (x.int(), x, 1.0), (x, x, "1.0")]:
+        errors = []
+        for function in (jit, iree):
+            with pytest.raises(ArgumentError) as info:
+                function(*bad_call)
+            errors.append(str(info.value))
+        assert errors[0] == errors[1]
+    assert repr(jit) == f"CompiledFunction({jit.signature}, output_type='linalg-on-tensors')"
+    assert repr(iree) == f"IreeFunction({jit.signature}, output_type='linalg-on-tensors', device='{iree.device}')"
 
 
 def test_a_module_iree_rejects_is_reported_with_its_diagnostics() -> None:

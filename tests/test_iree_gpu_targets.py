@@ -15,9 +15,9 @@ import pytest
 
 from examples_util import example_names, load_example_by_name, run_through_iree
 from helion_mlir.errors import ExecutionError
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.iree_devices import IreeDevice
-from helion_mlir.runtime.iree_engine import device_available, iree_available
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
+from helion_mlir.runtime.iree.devices import IreeDevice
+from helion_mlir.runtime.iree.engine import device_available, iree_available
 
 pytestmark = [
     pytest.mark.iree,

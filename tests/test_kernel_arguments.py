@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from examples_util import bound_args, clone_args, example_call, load_example, load_example_by_name
 
 from helion_mlir import ArgumentError, UnsupportedNodeError, generate_mlir
-from helion_mlir.runtime.compiled_kernel import CompiledKernel, compile_kernel
-from helion_mlir.runtime.host_code import HostCode
+from helion_mlir.runtime.kernel.compiled_kernel import CompiledKernel, compile_kernel
+from helion_mlir.runtime.kernel.host_code import HostCode
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "argument_kernels.py")
 TUNING_KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "tuning_kernels.py")

@@ -25,8 +25,8 @@ from torch._inductor.decomposition import select_decomp_table
 
 from helion_mlir import OutputType, generate_mlir
 from helion_mlir.errors import HelionMLIRError
-from helion_mlir.lowering.rules.aten import bind_to_schema
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.lowering.aten_calls import bind_to_schema
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 aten = torch.ops.aten
 OUTPUT_TYPES = [t.value for t in OutputType]

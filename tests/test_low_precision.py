@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from helion_mlir import OutputType, generate_mlir
 from helion_mlir.errors import UnsupportedNodeError
-from helion_mlir.runtime.compiled_kernel import CompiledKernel, compile_kernel
-from helion_mlir.runtime.engine import compile_module
+from helion_mlir.runtime.cpu.engine import compile_module
+from helion_mlir.runtime.kernel.compiled_kernel import CompiledKernel, compile_kernel
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "low_precision_kernels.py")
 

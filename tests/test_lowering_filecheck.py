@@ -27,7 +27,7 @@ from filecheck_util import run_filecheck
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.verify import parse_module
 
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"

@@ -15,8 +15,9 @@ from torch import fx
 
 import helion_mlir  # noqa: F401  (registers every rule)
 from helion_mlir.lowering import registry
-from helion_mlir.lowering.registry import RuleScopes, called_graph_ids, effects_of, register_lowering, rule_for
-from helion_mlir.lowering.rules.aten import lower_aten_op
+from helion_mlir.lowering.aten_calls import lower_aten_op
+from helion_mlir.lowering.effects import called_graph_ids, effects_of
+from helion_mlir.lowering.registry import RuleScopes, register_lowering, rule_for
 from helion_mlir.lowering.rules.control_flow import lower_for_loop
 from helion_mlir.lowering.rules.rolled_reductions import lower_reduction_loop
 

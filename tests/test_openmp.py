@@ -1,4 +1,4 @@
-"""Parallel tiles run on torch's own OpenMP runtime and worker threads (runtime/openmp.py).
+"""Parallel tiles run on torch's own OpenMP runtime and worker threads (runtime/cpu/openmp.py).
 
 One fresh process checks what a process-wide runtime decides: the kernel's parallel regions
 start no thread torch's ops did not start (one pool, not two), they give torch's numbers
@@ -14,7 +14,7 @@ import textwrap
 from torch_mlir import ir
 
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.openmp import unsupported_constructs
+from helion_mlir.runtime.cpu.openmp import unsupported_constructs
 
 _PROCESS = textwrap.dedent("""
     import os, sys, threading, time

@@ -27,7 +27,7 @@ from filecheck_util import run_filecheck
 from out_of_range_util import BY_NAME, CASES, IN_RANGE_SETTINGS, KERNELS, KERNELS_FILE, N, SETTINGS
 
 from helion_mlir import OutOfBoundsAccessError, compile_kernel, generate_mlir
-from helion_mlir.runtime.iree_engine import iree_available
+from helion_mlir.runtime.iree.engine import iree_available
 from helion_mlir_cli import main as cli_main
 
 # One worker runs them all, so that the child process runs once.

@@ -19,8 +19,10 @@ from filecheck_util import run_filecheck
 
 from helion_mlir import compile_kernel
 from helion_mlir.mlir_context import mlir_session, pass_manager
-from helion_mlir.runtime.engine import compile_module
-from helion_mlir.runtime.rewrites.parallel_insertions import order_parallel_insertions
+from helion_mlir.runtime.cpu.engine import compile_module
+from helion_mlir.runtime.cpu.rewrites.tensor.parallel_insertions import (
+    order_parallel_insertions,
+)
 from helion_mlir.verify import parse_module
 
 # Two outputs of one tile from one fill, computed in the first output's slice (as

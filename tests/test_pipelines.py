@@ -14,9 +14,8 @@ from torch_mlir import ir
 from helion_mlir.errors import ExecutionError
 from helion_mlir.mlir_context import mlir_session
 from helion_mlir.output_type import OutputType
-from helion_mlir.runtime.compiled_kernel import Runtime
-from helion_mlir.runtime.engine import compile_module, lower_module
-from helion_mlir.runtime.pipelines import (
+from helion_mlir.runtime.cpu.engine import compile_module, lower_module
+from helion_mlir.runtime.cpu.pipelines import (
     DUMP_ENVIRONMENT_VARIABLE,
     PIPELINES,
     Pipeline,
@@ -24,7 +23,14 @@ from helion_mlir.runtime.pipelines import (
     describe_pipeline,
     lower_to_llvm,
 )
-from helion_mlir.runtime.pipelines.steps import PARALLEL, optimization, passes, rewrite
+from helion_mlir.runtime.cpu.pipelines.steps import (
+    PARALLEL,
+    Condition,
+    optimization,
+    passes,
+    rewrite,
+)
+from helion_mlir.runtime.kernel.compiled_kernel import Runtime
 from helion_mlir_cli import main
 
 ADD = """
@@ -93,7 +99,7 @@ def _half_rewrite_then_fail(module: ir.Module) -> None:
 
 
 def test_an_optimization_that_fails_is_skipped_with_the_module_as_before_it(caplog) -> None:
-    caplog.set_level("DEBUG", logger="helion_mlir.runtime.pipelines.runner")
+    caplog.set_level("DEBUG", logger="helion_mlir.runtime.cpu.pipelines.runner")
     text = _lower(ADD, "add", (*passes("func.func(canonicalize)"), optimization(_half_rewrite_then_fail)))
     assert "linalg.generic" in text and "half_done" not in text
     assert "@add: half-rewrite-then-fail skipped, the module left as before it: ValueError: failed to apply" in caplog.text
@@ -125,7 +131,75 @@ def test_a_step_whose_condition_does_not_hold_is_skipped() -> None:
         _lower(ADD, "add", steps, PipelineOptions(threads=2))
 
 
+# A truncation to f8: its module needs the passes that move 8-bit float arithmetic to f32.
+TO_F8 = """
+#id = affine_map<(d0) -> (d0)>
+func.func @to_f8(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %init = tensor.empty() : tensor<8xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<8xf32>) outs(%init : tensor<8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %t = arith.truncf %a : f32 to f8E4M3FN
+    %s = arith.addf %t, %t : f8E4M3FN
+    %e = arith.extf %s : f8E4M3FN to f32
+    linalg.yield %e : f32
+  } -> tensor<8xf32>
+  return %r : tensor<8xf32>
+}
+"""
+
+
+def test_a_step_whose_condition_reads_the_module_runs_only_where_the_module_needs_it() -> None:
+    def fail(module: ir.Module) -> None:
+        raise AssertionError("ran")
+
+    needs_f8 = Condition("f8 values", found_in=lambda module: "f8E4M3FN" in str(module))
+    steps = (*passes("func.func(canonicalize)"), rewrite(fail, when=needs_f8), *passes("func.func(cse)"))
+    assert "linalg.generic" in _lower(ADD, "add", steps)
+    with pytest.raises(ExecutionError, match="ran"):
+        _lower(TO_F8, "to_f8", steps)
+
+
+def test_consecutive_passes_of_one_module_condition_read_the_module_once() -> None:
+    reads: list[str] = []
+
+    def has_f8(module: ir.Module) -> bool:
+        reads.append("read")
+        return "f8E4M3FN" in str(module)
+
+    needs_f8 = Condition("f8 values", found_in=has_f8)
+    steps = (*passes("func.func(canonicalize)", "func.func(cse)", when=needs_f8), *passes("func.func(cse)"))
+    _lower(TO_F8, "to_f8", steps)
+    assert reads == ["read"]
+
+
 # ------------------------------------------------------------------ the printed pipeline
+@pytest.mark.parametrize("pipeline", list(Pipeline))
+def test_the_printed_pipeline_lists_the_passes_that_move_low_precision_floats_to_f32(pipeline: Pipeline) -> None:
+    run_filecheck(describe_pipeline(pipeline), """
+        // CHECK: rewrite define-bf16-truncation
+        // CHECK-NEXT: pass func.func(math-extend-to-supported-types{target-type=f32}) [8- or 4-bit floats]
+        // CHECK-NEXT: pass func.func(arith-emulate-unsupported-floats{source-types=f8E4M3FN,{{.*}},f4E2M1FN target-type=f32}) [8- or 4-bit floats]
+        // CHECK-NEXT: rewrite emulate-low-precision-floats
+    """)
+
+
+def test_the_low_precision_passes_run_as_steps_of_their_own_only_where_such_floats_are(tmp_path: Path) -> None:
+    _lower(TO_F8, "to_f8", PIPELINES[Pipeline.PLAIN], dump_dir=tmp_path / "f8")
+    _lower(ADD, "add", PIPELINES[Pipeline.PLAIN], dump_dir=tmp_path / "f32")
+    [f8_dump] = (tmp_path / "f8" / "to_f8.fast").glob("*-arith-emulate-unsupported-floats-source-types-f8*.mlir")
+    run_filecheck(f8_dump.read_text(), """
+        // CHECK: IR Dump After func.func(arith-emulate-unsupported-floats{{.*}}) //
+        // CHECK: arith.addf {{.*}} : f32
+        // CHECK-NOT: arith.addf {{.*}} : f8E4M3FN
+    """)
+    [f32_dump] = (tmp_path / "f32" / "add.fast").glob("*-arith-emulate-unsupported-floats-source-types-f8*.mlir")
+    assert f32_dump.read_text().startswith(
+        "// -----// IR Dump After func.func(arith-emulate-unsupported-floats{source-types=f8E4M3FN,")
+    assert "(skipped: no 8- or 4-bit floats) //----- //" in f32_dump.read_text().split("\n", 1)[0]
+
+
+
 def test_the_printed_fast_pipeline_lists_its_steps_in_order_with_their_options() -> None:
     printed = describe_pipeline(Pipeline.FAST, PipelineOptions(OutputType.TOSA, threads=2, in_place=True))
     run_filecheck(printed, """
@@ -144,7 +218,8 @@ def test_the_printed_fast_pipeline_lists_its_steps_in_order_with_their_options()
         // CHECK: pass reconcile-unrealized-casts
         // CHECK-NEXT: rewrite move-bf16-through-memory-as-i16
         // CHECK-NEXT: rewrite leave-out-cpu-features
-        // CHECK-NEXT: [[N]] check check-lowered-to-llvm
+        // CHECK-NEXT: check check-lowered-to-llvm
+        // CHECK-NEXT: [[N]] check check-openmp-constructs [parallel]
     """)
 
 

@@ -28,7 +28,7 @@ from helion._compiler.rng_utils import philox_rand_ref
 from torch._inductor import inductor_prims
 
 from helion_mlir import CompiledKernel, compile_kernel, generate_mlir
-from helion_mlir.runtime.host_code import HostCode
+from helion_mlir.runtime.kernel.host_code import HostCode
 from helion_mlir.runtime.reference import reference_kernel
 
 KERNELS = load_example(Path(__file__).resolve().parent / "kernels" / "random_kernels.py")

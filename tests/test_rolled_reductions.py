@@ -25,7 +25,7 @@ from filecheck_util import run_filecheck
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
 from helion_mlir import generate_mlir
 from helion_mlir.generate import kernel_model
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 SSA = "[A-Za-z0-9_#]+"
 

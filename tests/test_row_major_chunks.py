@@ -1,5 +1,5 @@
 """Chunk loops over the columns of a multi-row tile, run once per row on the fast pipeline
-(``runtime/rewrites/row_major_chunks.py``): where it applies, where it must not, and the same
+(``runtime/cpu/rewrites/tensor/row_major_chunks.py``): where it applies, where it must not, and the same
 numbers as torch for any shape, tile and thread count, under Helion's generated configs too."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from kernels import chunk_kernels
 
 from helion_mlir import generate_mlir
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.runtime.reference import reference_kernel
-from helion_mlir.runtime.rewrites.row_major_chunks import process_rows_before_column_chunks
+from helion_mlir.runtime.cpu.rewrites.tensor.row_major_chunks import process_rows_before_column_chunks
 from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")

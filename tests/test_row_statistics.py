@@ -1,5 +1,5 @@
 """Row kernels on the fast pipeline: a tile's rows computed one at a time when its result needs
-row statistics (``runtime/rewrites/row_statistics.py``), a row of a one-row tile computed in
+row statistics (``runtime/cpu/rewrites/tensor/row_statistics.py``), a row of a one-row tile computed in
 the output rather than copied there, and the same numbers as torch for any shape, block and
 thread count."""
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kernels import row_kernels
 
 from helion_mlir import generate_mlir
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import helion_mlir  # noqa: F401  (prepares Helion; import before binding any kernel)
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 
 
 def _running_max(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ import torch
 from examples_util import assert_matches, clone_args, load_example_by_name, register_cpu_matmul_dtype_overloads
 
 from helion_mlir import compile_kernel, generate_mlir
-from helion_mlir.runtime.engine import clear_compile_cache
+from helion_mlir.runtime.cpu.engine import clear_compile_cache
 from helion_mlir.runtime.reference import reference_kernel
 
 # Layer norm, softmax, matmul, flash attention, a reduction rolled into loops

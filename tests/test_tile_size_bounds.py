@@ -1,5 +1,5 @@
 """The last tile of a size its block does not divide is peeled off its loop on the fast pipeline
-(``runtime/rewrites/tile_size_bounds.py``, upstream ``transform.loop.peel``): the full tiles get
+(``runtime/cpu/rewrites/tensor/tile_size_bounds.py``, upstream ``transform.loop.peel``): the full tiles get
 static sizes, with no padding copy, and only the last one is padded; a tile grid of many rows
 is parallel over its rows, one of few rows stays one parallel nest."""
 
@@ -11,7 +11,7 @@ from fast_pipeline_util import after_step, example_module
 from filecheck_util import run_filecheck
 
 from helion_mlir.mlir_context import mlir_session
-from helion_mlir.runtime.rewrites.tile_size_bounds import peel_partial_tiles, tile_sizes_as_affine_min
+from helion_mlir.runtime.cpu.rewrites.tensor.tile_size_bounds import peel_partial_tiles, tile_sizes_as_affine_min
 from helion_mlir.verify import parse_module
 
 pytestmark = pytest.mark.usefixtures("parallel_even_when_small")

@@ -22,9 +22,9 @@ from kernels import tuning_kernels
 
 from helion_mlir.cli.kernel_loading import load_module
 from helion_mlir.output_type import OutputType
-from helion_mlir.runtime.compiled_kernel import compile_kernel
+from helion_mlir.runtime.configs.cache import cached_config
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.runtime.tuning import settle as settle_module
-from helion_mlir.runtime.tuning.cache import cached_config
 from helion_mlir.runtime.tuning.session import TuningSession, cpu_do_bench
 from helion_mlir.runtime.tuning.settle import BEST, DEFAULT, settle
 from helion_mlir.runtime.tuning.timing import fresh_argument_run

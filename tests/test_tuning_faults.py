@@ -20,7 +20,7 @@ import torch
 from kernels import tuning_kernels
 
 from helion_mlir.output_type import OutputType
-from helion_mlir.runtime.tuning.cache import cached_config
+from helion_mlir.runtime.configs.cache import cached_config
 from helion_mlir.runtime.tuning import session as tuning_session
 from helion_mlir.runtime.tuning.session import TuningSession, cpu_do_bench, observed_sessions
 from helion_mlir.runtime.tuning.worker import JITWorker

@@ -19,10 +19,10 @@ from kernels import math_kernels
 from math_sweep import UNARY, float32_sweep, signs_of_zeros_kept, ulp_errors, unary_module
 
 from helion_mlir import generate_mlir
-from helion_mlir.runtime.compiled_kernel import compile_kernel
-from helion_mlir.runtime.engine import clear_compile_cache, compile_module, lower_module
-from helion_mlir.runtime.rewrites import polynomial_exp
-from helion_mlir.runtime.rewrites.vector_math import VECTOR_FUNCTIONS, host_vector_math
+from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
+from helion_mlir.runtime.cpu.engine import clear_compile_cache, compile_module, lower_module
+from helion_mlir.runtime.cpu.rewrites.vector import polynomial_exp
+from helion_mlir.runtime.cpu.rewrites.vector.vector_math import VECTOR_FUNCTIONS, host_vector_math
 
 LIBRARY = host_vector_math()
 needs_libmvec = pytest.mark.skipif(

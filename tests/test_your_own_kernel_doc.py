@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from helion_mlir.runtime.iree_engine import iree_available
+from helion_mlir.runtime.iree.engine import iree_available
 from helion_mlir_cli import main
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "your-own-kernel.md"

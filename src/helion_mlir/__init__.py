@@ -33,8 +33,8 @@ from .importer.normalize import (  # noqa: E402
 from .inliner.builder import MLIRBuilder  # noqa: E402
 from .inliner.rewrite import inline_torch_mlir_output  # noqa: E402
 from .output_type import OutputType  # noqa: E402
-from .runtime.compiled_kernel import CompiledKernel, compile_kernel  # noqa: E402
-from .runtime.engine import CompiledFunction, compile_module  # noqa: E402
+from .runtime.kernel.compiled_kernel import CompiledKernel, compile_kernel  # noqa: E402
+from .runtime.cpu.engine import CompiledFunction, compile_module  # noqa: E402
 from .verify import UndefinedRead, undefined_reads, verify_module_text  # noqa: E402
 
 __all__ = [
@@ -70,4 +70,4 @@ __all__ = [
     "undefined_reads",
     "verify_module_text",
 ]
-from .runtime import helion_backend  # noqa: E402,F401  (registers the Helion backend "mlir")
+from .runtime.backend import helion_backend  # noqa: E402,F401  (registers the Helion backend "mlir")

@@ -22,7 +22,8 @@ from .front_end_lock import FRONT_END_LOCK
 from .inliner.builder import MLIRBuilder
 from .inliner.lexer import strip_locations
 from .lowering.kernel_config import resolve_config
-from .lowering.kernel_model import ArgKind, KernelModel, RootLoop
+from .lowering.kernel_model import KernelModel
+from .lowering.kernel_parts import ArgKind, RootLoop
 from .lowering.values import Scalar, Tensor, Value
 from .lowering.visitor import IRVisitor
 from .mlir_context import file_location, source_location_body

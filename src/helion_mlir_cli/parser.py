@@ -2,7 +2,7 @@
 
 Only the standard library is imported here (see :mod:`helion_mlir_cli`). The names of
 output types and runtimes are spelled out below; a test checks that they are the
-package's own (``helion_mlir.OutputType``, ``helion_mlir.runtime.compiled_kernel.RUNTIMES``).
+package's own (``helion_mlir.OutputType``, ``helion_mlir.runtime.kernel.compiled_kernel.RUNTIMES``).
 """
 
 from __future__ import annotations

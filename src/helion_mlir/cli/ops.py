@@ -14,6 +14,7 @@ from ..errors import HelionMLIRError, describe_target, node_source_location
 from ..generate import emit_module, kernel_model
 from ..importer.op_catalog import CATALOG
 from ..importer.op_support import DOC_PATH, measure_op_support, table_cells
+from ..lowering.aten_calls import lower_aten_op
 from ..lowering.registry import registered_targets, rejected_targets, target_rule
 from ..output_type import OutputType
 from .common import EXIT_OK, CommandError, StageError, bind, first_line, stage
@@ -138,14 +139,13 @@ def kernel_ops_command(options: argparse.Namespace) -> int:
 
 
 def _lowered_by(target: object) -> str:
-    """``rules.memory`` for a target with its own rule, ``torch-mlir`` for ATen/prims ops."""
+    """``rules.load_store`` for a target with its own rule, ``torch-mlir`` for ATen/prims ops."""
     if describe_target(target) in rejected_targets():
         return "refused"
     rule = target_rule(target)
     if rule is None:
         return "none"
-    module = rule.__module__.removeprefix("helion_mlir.lowering.")
-    return "torch-mlir" if module == "rules.aten" else module
+    return "torch-mlir" if rule is lower_aten_op else rule.__module__.removeprefix("helion_mlir.lowering.")
 
 
 def _support_cell(name: str, failure: HelionMLIRError | None, documented: dict[str, str] | None,

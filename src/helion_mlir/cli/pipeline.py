@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..runtime.pipelines import Pipeline, PipelineOptions, describe_pipeline
+from ..runtime.cpu.pipelines import Pipeline, PipelineOptions, describe_pipeline
 from .common import EXIT_OK
 
 

@@ -17,9 +17,9 @@ import torch
 
 from ..errors import ExecutionError
 from ..output_type import OutputType
-from ..runtime.compiled_kernel import CompiledKernel, compile_kernel
-from ..runtime.default_config_hint import suggesting
-from ..runtime.host_code import GENERATED_HOST_CODE
+from ..runtime.kernel.compiled_kernel import CompiledKernel, compile_kernel
+from ..runtime.configs.default_config_hint import suggesting
+from ..runtime.kernel.host_code import GENERATED_HOST_CODE
 from ..runtime.reference import reference_kernel, register_cpu_matmul_dtype_overloads
 from .arguments import describe_value
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandError, StageError, bind, stage

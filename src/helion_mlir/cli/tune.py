@@ -20,8 +20,8 @@ import helion
 
 from ..lowering.kernel_config import resolve_config
 from ..output_type import OutputType
+from ..runtime.backend.tune import TuneResult, tune
 from ..runtime.tuning.settle import BEST, DEFAULT
-from ..runtime.tuning.tune import TuneResult, tune
 from .common import EXIT_FAILED, EXIT_OK, CommandError, StageError, bind, stage
 from .kernel_loading import load_module
 from .targets import KernelTarget, load_target, stage_failure

@@ -34,7 +34,7 @@ from ..mlir_types import element_type
 from .context import RuleContext
 from .emitter import Emitter
 from .host_values import HostValue
-from .kernel_model import LaunchCheck
+from .kernel_parts import LaunchCheck
 from .values import Scalar, Tensor, Tile
 
 __all__ = [

@@ -16,7 +16,7 @@ turns them into their current values.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import fx
@@ -25,22 +25,46 @@ from ..errors import HelionMLIRError
 from ..mlir_types import element_type
 from ..output_type import OutputType
 from .deferred_inline import DeferredInliner
+from .effects import Effects
 from .emitter import Emitter
 from .kernel_model import KernelModel
-from .registry import Effects, LoweringRule
+from .kernel_state import CarriedTensors, KernelState
 from .values import HostRef, HostTensor, JaggedEnds, Scalar, Tensor, Tile, Value
 
-if TYPE_CHECKING:
-    from .kernel_state import CarriedTensors, KernelState
-    from .visitor import IRVisitor
+__all__ = ["LoweringRule", "RuleContext", "Walker"]
 
-__all__ = ["RuleContext"]
+#: A lowering rule: ``rule(ctx, node) -> value`` (registered in :mod:`.registry`).
+LoweringRule = Callable[["RuleContext", fx.Node], Any]
+
+
+class RuleOverrides(Protocol):
+    def override(self, node: fx.Node, rule: LoweringRule) -> None: ...
+
+
+class Walker(Protocol):
+    """What a rule may ask of the walk through its context (the
+    :class:`~.visitor.IRVisitor` is one): the emission's emitter, model and deferred ATen
+    imports; node values, lowered on demand; nested graphs; overrides."""
+
+    emit: Emitter
+    model: KernelModel
+    deferred: DeferredInliner
+    rules: RuleOverrides
+
+    def value(self, arg: Any) -> Any: ...
+
+    def visit(self, node: fx.Node) -> Any: ...
+
+    def is_read(self, node: fx.Node) -> bool: ...
+
+    def run_graph(self, graph_id: int, inputs: Sequence[Any] = (),
+                  overrides: Mapping[fx.Node, LoweringRule] | None = None) -> list[Any]: ...
 
 
 class RuleContext:
     """The context of one rule applied to one node (see the module docstring)."""
 
-    def __init__(self, walker: "IRVisitor", state: "KernelState", node: fx.Node, effects: Effects) -> None:
+    def __init__(self, walker: Walker, state: KernelState, node: fx.Node, effects: Effects) -> None:
         self._walker = walker
         self._state = state
         self._node = node
@@ -49,8 +73,11 @@ class RuleContext:
         self.emit: Emitter = walker.emit
         self.model: KernelModel = walker.model
         self.deferred: DeferredInliner = walker.deferred
-        #: The output type ATen ops are lowered to.
-        self.output_type: OutputType = walker.output_type
+
+    @property
+    def output_type(self) -> OutputType:
+        """The output type ATen ops are lowered to (the emission's, kept in its state)."""
+        return self._state.output_type
 
     @property
     def location(self) -> str | None:
@@ -163,7 +190,7 @@ class RuleContext:
         for some of its nodes); its output values."""
         return self._walker.run_graph(graph_id, inputs, overrides)
 
-    def carried(self, *graph_ids: int) -> "CarriedTensors":
+    def carried(self, *graph_ids: int) -> CarriedTensors:
         """The host tensors the graphs write, which a loop or branch running them carries."""
         return self._state.carried(*graph_ids)
 

@@ -10,8 +10,6 @@ tensors each graph writes (the values a loop or branch must carry).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import enum
 import functools
 import logging
 import weakref
@@ -28,7 +26,7 @@ from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from ..errors import HelionMLIRError
 from ..lru_cache import LRUCache
-from ..mlir_types import scalar_type_of_python, storage_shape, tensor_type
+from ..mlir_types import scalar_type_of_python, tensor_type
 from .host_values import (
     describe_origin,
     evaluate_origin,
@@ -37,14 +35,12 @@ from .host_values import (
     is_per_call,
     origin_arg_name,
 )
-from .registry import called_graph_ids, effects_of
+from .effects import called_graph_ids, effects_of
+from .kernel_parts import ArgKind, FunctionArg, LaunchCheck, LoopDim, RootLoop, static_shape
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 from .tensor_reads import refuse_lost_reads
 
-__all__ = [
-    "RNG_SEED_BUFFER", "RNG_SEED_HOST_NAME", "ArgKind", "KernelModel", "FunctionArg", "LaunchCheck", "LoopDim",
-    "RootLoop", "host_tensor_name",
-]
+__all__ = ["RNG_SEED_BUFFER", "RNG_SEED_HOST_NAME", "KernelModel", "host_tensor_name"]
 
 log = logging.getLogger(__name__)
 
@@ -58,73 +54,6 @@ RNG_SEED_HOST_NAME = "_rng_seed_buffer"
 # that visits hundreds of configs does not keep a copy of the graphs for each.
 CODEGEN_GRAPH_CONFIGS = 4
 _CODEGEN_GRAPHS: "weakref.WeakKeyDictionary[Any, LRUCache[tuple[list[Any], set[int]]]]" = weakref.WeakKeyDictionary()
-
-
-class ArgKind(enum.Enum):
-    """What an argument of the emitted function carries."""
-
-    TENSOR = "tensor"
-    SCALAR = "scalar"
-
-
-@dataclasses.dataclass(frozen=True)
-class FunctionArg:
-    """One argument of the emitted function."""
-
-    name: str  # host variable name (for host tensors, Helion's host expression)
-    kind: ArgKind
-    mlir_type: str
-    fake: Any  # FakeTensor for tensors; SymInt/SymFloat/int/float for scalars; a per-call value's symbol
-    written: bool = False
-    is_kernel_param: bool = True
-    origin: Any = None  # Helion's origin of a value that is not a kernel parameter
-    ssa_name: str = ""  # the SSA name is ``%<ssa_name>`` (``name`` when it is a valid one)
-    aliases: tuple[str, ...] = ()  # other names the host code passes it under
-
-    @property
-    def ssa(self) -> str:
-        return "%" + (self.ssa_name or self.name)
-
-    @property
-    def shape(self) -> tuple[int | None, ...]:
-        """The MLIR shape (a packed dtype's pair dimension included)."""
-        return _static_shape(self.fake)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.fake.dtype
-
-
-@dataclasses.dataclass(frozen=True)
-class LoopDim:
-    """One dimension of a top-level tile loop: ``for off in range(begin, end, block_size)``,
-    or ``range(begin, end, step)`` for ``hl.grid(begin, end, step)`` (whose block size is 1)."""
-
-    block_id: int
-    begin: Any  # int, SymInt or sympy expression
-    end: Any
-    block_size: Any  # int, or a sympy expression of per-call values (a runtime tile size)
-    step: Any = None  # int, SymInt or sympy expression; None: the block size
-
-
-@dataclasses.dataclass(frozen=True)
-class LaunchCheck:
-    """A relation between host values (sizes, scalars, block sizes) that the emitted code
-    assumes about an access, checked before each launch (docs/abi.md, "Indices out of
-    range"): ``condition`` over the kernel's symbols, ``what`` it protects
-    (``dimension 0 of 'y'``) and the MLIR location body of the access."""
-
-    condition: sympy.Basic
-    what: str
-    location: str | None
-
-
-@dataclasses.dataclass(frozen=True)
-class RootLoop:
-    graph_id: int
-    phase: int
-    dims: tuple[LoopDim, ...]
-    location: Any = None  # Helion SourceLocation of the ``for`` statement
 
 
 class KernelModel:
@@ -341,7 +270,7 @@ class KernelModel:
                 # The host code may rebind a parameter to a view of it (``x = x[:, :-1]``) before
                 # the loops: the device code reads the view, and the host code passes it.
                 value = used.get(pname, value)
-                args.append(FunctionArg(pname, ArgKind.TENSOR, tensor_type(_static_shape(value), value.dtype),
+                args.append(FunctionArg(pname, ArgKind.TENSOR, tensor_type(static_shape(value), value.dtype),
                                         value, written=pname in written))
         for pname, value in params.items():
             if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool)):
@@ -355,7 +284,7 @@ class KernelModel:
                 origin = tensor_origins.get(fake)
                 # A host tensor from a closure or an attribute is named by its host expression.
                 ssa_name = "" if hname.isidentifier() or origin is None else origin_arg_name(origin)
-                args.append(FunctionArg(hname, ArgKind.TENSOR, tensor_type(_static_shape(fake), fake.dtype), fake,
+                args.append(FunctionArg(hname, ArgKind.TENSOR, tensor_type(static_shape(fake), fake.dtype), fake,
                                         written=hname in written, is_kernel_param=False, origin=origin,
                                         ssa_name=ssa_name))
         if self.rng_seed_count:
@@ -378,7 +307,7 @@ class KernelModel:
         name = RNG_SEED_BUFFER
         while name in taken:  # Helion's device function renames it likewise
             name += "_"
-        return FunctionArg(name, ArgKind.TENSOR, tensor_type(_static_shape(fake), fake.dtype), fake,
+        return FunctionArg(name, ArgKind.TENSOR, tensor_type(static_shape(fake), fake.dtype), fake,
                            is_kernel_param=False, aliases=(RNG_SEED_HOST_NAME,))
 
     @property
@@ -579,11 +508,6 @@ def _layout(fake: torch.Tensor) -> tuple[Any, ...]:
 
 def _describe_layout(fake: torch.Tensor) -> str:
     return f"shape {tuple(fake.shape)}, strides {tuple(fake.stride())}, offset {fake.storage_offset()}"
-
-
-def _static_shape(fake: torch.Tensor) -> tuple[int | None, ...]:
-    """``fake``'s MLIR shape: ``None`` for a symbolic size, plus a packed dtype's pair dimension."""
-    return storage_shape([d if isinstance(d, int) else None for d in fake.shape], fake.dtype)
 
 
 def _scalar_mlir_type(value: Any) -> str:

@@ -21,9 +21,11 @@ import torch
 from helion._compiler import variable_origin as vo
 
 from ..errors import HelionMLIRError
+from ..output_type import OutputType
 from .emitter import Emitter
 from .host_values import is_module_level
-from .kernel_model import ArgKind, KernelModel
+from .kernel_model import KernelModel
+from .kernel_parts import ArgKind
 from .loops import emit_tile_loops
 from .symbolic import TileProperty, emit_sympy, tile_scalar
 from .values import JaggedEnds, Scalar, Tensor, Tile, Value
@@ -61,11 +63,13 @@ class CarriedTensors:
 
 
 class KernelState:
-    """Host tensors, tiles, symbols and arguments of one kernel's emission."""
+    """Host tensors, tiles, symbols and arguments of one kernel's emission, and the output
+    type its ATen ops are lowered to."""
 
-    def __init__(self, model: KernelModel, emit: Emitter) -> None:
+    def __init__(self, model: KernelModel, emit: Emitter, output_type: OutputType) -> None:
         self.model = model
         self.emit = emit
+        self.output_type = output_type
         self.host_tensors: dict[str, Tensor] = {}
         self.tiles: dict[int, Tile] = {}
         self.symbols: dict[sympy.Symbol, Any] = {}

@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from .emitter import Emitter
 from .values import JaggedEnds, Scalar, Tile, Value
 
-if TYPE_CHECKING:
-    from .kernel_state import KernelState
-
-__all__ = ["emit_tile_loops"]
+__all__ = ["TileScope", "emit_tile_loops"]
 
 
-def _tile_for(state: "KernelState", block_id: int, iv: Scalar, begin: Any, end: Any, size: "int | Scalar",
+class TileScope(Protocol):
+    """Where tile loops activate their tiles (the :class:`~.kernel_state.KernelState`)."""
+
+    emit: Emitter
+    tiles: dict[int, Tile]  # block id -> its active tile
+
+    def block_size(self, block_id: int) -> int | Scalar: ...
+
+
+def _tile_for(state: TileScope, block_id: int, iv: Scalar, begin: Any, end: Any, size: "int | Scalar",
               divisible: bool, stride: "int | Scalar", range_exprs: tuple[Any, Any] | None) -> Tile:
     state.emit.know_at_most(begin, iv)  # the offset lies in the loop's range
     state.emit.know_at_most(iv, end)
@@ -32,7 +39,7 @@ def _tile_for(state: "KernelState", block_id: int, iv: Scalar, begin: Any, end: 
 
 
 def emit_tile_loops(
-    state: "KernelState",
+    state: TileScope,
     block_ids: Sequence[int],
     begins: Sequence[Any],
     ends: Sequence[Any],

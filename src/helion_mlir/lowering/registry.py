@@ -4,9 +4,10 @@ besides computing a value.
 A lowering rule is a function ``rule(ctx, node) -> value`` (``ctx`` is the node's
 :class:`~helion_mlir.lowering.context.RuleContext`) registered for one or more targets with
 :func:`register_lowering`. Where it is registered, a target declares its effects
-(:class:`Effects`): the argument naming the host tensor it writes, the arguments that are
-graphs it runs, whether it must be lowered even when nothing reads its value. The kernel
-model reads writes and called graphs from here, and the walker reads which nodes matter.
+(:class:`~.effects.Effects`): the argument naming the host tensor it writes, the arguments
+that are graphs it runs, whether it must be lowered even when nothing reads its value. The
+kernel model reads writes and called graphs from :mod:`.effects`, and the walker reads
+which nodes matter.
 
 A rule is chosen, most specific first, by:
 
@@ -27,23 +28,18 @@ for its kind of op; importing :mod:`helion_mlir.lowering` registers them all.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UnsupportedNodeError, describe_target
+from .context import LoweringRule, RuleContext
+from .effects import NO_EFFECTS, Effects, called_graph_ids, declare_effects
 
 if TYPE_CHECKING:
     from torch import fx
 
-    from .context import RuleContext
-
 __all__ = [
-    "Effects",
-    "LoweringRule",
     "RuleScopes",
-    "called_graph_ids",
-    "effects_of",
     "register_family",
     "register_lowering",
     "register_rejection",
@@ -53,26 +49,8 @@ __all__ = [
     "target_rule",
 ]
 
-LoweringRule = Callable[["RuleContext", "fx.Node"], Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class Effects:
-    """What a target does besides computing its value."""
-
-    writes: int | None = None  # position of the argument naming the host tensor it writes
-    graphs: tuple[int, ...] = ()  # positions of the arguments that are ids of graphs it runs
-    side_effects: bool = False  # lowered even when nothing reads its value (writes imply it)
-
-    @property
-    def lowered_when_unused(self) -> bool:
-        return self.side_effects or self.writes is not None
-
-
-_NO_EFFECTS = Effects()
 _LOWERINGS: dict[Any, LoweringRule] = {}
 _BY_GRAPH_KIND: dict[Any, dict[type, LoweringRule]] = {}  # target -> kind of the graph it runs -> rule
-_EFFECTS: dict[Any, Effects] = {}
 _REJECTED: dict[Any, str] = {}  # target -> why it is refused
 _FAMILIES: list[tuple[Callable[[Any], bool], LoweringRule]] = []  # (is_member, rule)
 
@@ -95,7 +73,7 @@ def register_lowering(
     def decorate(rule: LoweringRule) -> LoweringRule:
         for target in targets:
             if graph_kind is not None:
-                if effects != _NO_EFFECTS:
+                if effects != NO_EFFECTS:
                     raise ValueError(f"a rule for a kind of graph of {describe_target(target)} declares no effects")
                 by_kind = _BY_GRAPH_KIND.setdefault(target, {})
                 if by_kind.get(graph_kind, rule) is not rule:
@@ -105,8 +83,7 @@ def register_lowering(
             if _LOWERINGS.get(target, rule) is not rule:
                 raise ValueError(f"{describe_target(target)} already has a lowering rule")
             _LOWERINGS[target] = rule
-            if effects != _NO_EFFECTS:
-                _EFFECTS[target] = effects
+            declare_effects(target, effects)
         return rule
 
     return decorate
@@ -117,7 +94,7 @@ def register_rejection(target: Any, reason: str, hint: str) -> None:
     ``reason`` and ``hint`` (which says what to write instead). It is lowered even when its
     value is unused, so that the refusal is never skipped."""
 
-    def reject(ctx: "RuleContext", node: "fx.Node") -> Any:
+    def reject(ctx: RuleContext, node: "fx.Node") -> Any:
         raise UnsupportedNodeError(node, reason, hint=hint)
 
     register_lowering(target, side_effects=True)(reject)
@@ -132,18 +109,6 @@ def register_family(is_member: Callable[[Any], bool]) -> Callable[[LoweringRule]
         return rule
 
     return decorate
-
-
-def effects_of(target: Any) -> Effects:
-    """The effects registered for ``target`` (none for a target without a rule)."""
-    return _EFFECTS.get(target, _NO_EFFECTS)
-
-
-def called_graph_ids(node: "fx.Node") -> list[int]:
-    """Ids of the graphs a node runs (loop bodies, branches, combine functions)."""
-    if node.op != "call_function":
-        return []
-    return [int(node.args[i]) for i in effects_of(node.target).graphs]
 
 
 def rule_for(node: "fx.Node", graph_kind: Callable[[int], type]) -> LoweringRule | None:

@@ -25,13 +25,14 @@ from ..importer.normalize import graph_outputs, nodes_in
 from ..inliner.builder import MLIRBuilder
 from ..mlir_context import source_location_body
 from ..output_type import OutputType
-from .context import RuleContext
+from .context import LoweringRule, RuleContext
 from .deferred_inline import DeferredInliner
+from .effects import effects_of
 from .emitter import Emitter
 from .helion_compat import original_args
 from .kernel_model import KernelModel
 from .kernel_state import KernelState
-from .registry import LoweringRule, RuleScopes, effects_of
+from .registry import RuleScopes
 
 __all__ = ["IRVisitor"]
 
@@ -54,10 +55,9 @@ class IRVisitor:
                  checked: bool = False, launch_checks: bool = False) -> None:
         self.model = model
         self.builder = builder
-        self.output_type = output_type
         self.emit = Emitter(builder, checked=checked, launch_checks=launch_checks)
         self.deferred = DeferredInliner(TorchMLIRNodeImporter(output_type), self.emit)
-        self.state = KernelState(model, self.emit)
+        self.state = KernelState(model, self.emit, output_type)
         self.rules = RuleScopes(lambda graph_id: type(self.model.graph(graph_id)))
         self.values: dict[fx.Node, Any] = {}
         self._live_cache: dict[int, set[fx.Node]] = {}

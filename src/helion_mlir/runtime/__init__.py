@@ -1,3 +1,5 @@
-"""Running emitted modules on CPU: the LLVM pipeline and ExecutionEngine (:mod:`.engine`),
-Helion's host code with a launcher (:mod:`.host_code`), :class:`.compiled_kernel.CompiledKernel`
-and the ``mlir`` Helion backend, plus reference-mode helpers."""
+"""Running emitted modules: on the CPU through torch-mlir's ExecutionEngine (:mod:`.cpu`) or
+through IREE (:mod:`.iree`), both as a :class:`.function.NativeFunction`; a compiled Helion
+kernel with its host code (:mod:`.kernel`); which configs a CPU honours and which were tuned
+(:mod:`.configs`); tuning (:mod:`.tuning`); the ``mlir`` Helion backend on top (:mod:`.backend`).
+Each part imports only the parts below it (docs/architecture.md)."""

@@ -1,15 +1,15 @@
 """Lowering rules, one module per kind of op; importing this package registers them all."""
 
 from . import (
-    aten,
+    aten_ops,
     aten_rewrites,
     atomics,
     control_flow,
     dtype_casts,
     extrema,
     helper_ops,
+    load_store,
     matmul,
-    memory,
     quantized,
     reductions,
     rng,
@@ -20,6 +20,6 @@ from . import (
 )
 
 __all__ = [
-    "aten", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "extrema", "helper_ops", "matmul", "memory",
+    "aten_ops", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "extrema", "helper_ops", "load_store", "matmul",
     "quantized", "reductions", "rng", "rolled_reductions", "scalars", "tiles", "views",
 ]

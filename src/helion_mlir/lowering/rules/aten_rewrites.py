@@ -42,11 +42,7 @@ from torch import fx
 from ...errors import HelionMLIRError
 from ...mlir_types import element_type
 from ...output_type import OutputType
-from ..context import RuleContext
-from ..emitter import Emitter
-from ..registry import register_lowering
-from ..values import Scalar, Tensor
-from .aten import (
+from ..aten_calls import (
     bind_to_schema,
     import_aten_call,
     input_values,
@@ -55,6 +51,10 @@ from .aten import (
     twin_node,
     zero_dim_tensor,
 )
+from ..context import RuleContext
+from ..emitter import Emitter
+from ..registry import register_lowering
+from ..values import Scalar, Tensor
 
 aten, prims = torch.ops.aten, torch.ops.prims
 _HALF_TYPES = (torch.float16, torch.bfloat16)
@@ -62,6 +62,8 @@ _HALF_TYPES = (torch.float16, torch.bfloat16)
 
 @register_lowering(prims.iota.default)
 def lower_iota(ctx: RuleContext, node: fx.Node) -> Tensor:
+    """``prims.iota`` (``hl.arange``): a ``linalg.generic`` whose element ``i`` is
+    ``start + i * step`` in the dtype asked for, of a static or run-time length."""
     args, kwargs = traced_call(node)
     length, start, step = (ctx.value(x) for x in (args[0], kwargs["start"], kwargs["step"]))
     emit = ctx.emit
@@ -92,6 +94,8 @@ def lower_scalar_tensor(ctx: RuleContext, node: fx.Node) -> Any:
 
 @register_lowering(aten.neg.default)
 def lower_neg(ctx: RuleContext, node: fx.Node) -> Any:
+    """``aten.neg`` of an integer tensor: ``0 - x`` with ``arith.subi`` in the integer type
+    (wrapping as torch does); floats, complex and bools go through torch-mlir."""
     args, _kwargs = traced_call(node)
     x = ctx.value(args[0])
     if not isinstance(x, Tensor) or x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
@@ -108,6 +112,10 @@ def lower_neg(ctx: RuleContext, node: fx.Node) -> Any:
 
 @register_lowering(aten.mean.dim)
 def lower_mean_dim(ctx: RuleContext, node: fx.Node) -> Any:
+    """``aten.mean.dim``: the input cast to ``dtype=`` first, then torch-mlir's mean over
+    static dimensions, else the sum (in f32 for half-precision inputs) divided by the
+    element count read at run time, cast back; raw output without ``dtype=`` stays the
+    op as traced."""
     args, kwargs = traced_call(node)
     bound = bind_to_schema(aten.mean.dim, args, kwargs)
     dtype, dims, keepdim = bound.get("dtype"), bound.get("dim"), bool(bound.get("keepdim", False))

@@ -15,9 +15,9 @@ from torch import fx
 
 from ...errors import HelionMLIRError
 from ...mlir_types import element_type
+from ..bounds import guarded_update
 from ..context import RuleContext
 from ..emitter import Emitter
-from ..bounds import guarded_update
 from ..indexing import (
     AccessKind,
     DimAccess,
@@ -29,10 +29,18 @@ from ..indexing import (
     without_new_axes,
 )
 from ..jagged import index_dims, jagged_lane_mask, mask_jagged
+from ..memory_access import (
+    Combine,
+    accesses_of,
+    insert_valid,
+    positions_inside,
+    scatter,
+    valid_region,
+    value_to_store,
+)
 from ..registry import register_lowering
+from ..unit_dims import drop_unit_dims, expand_dims
 from ..values import HostTensor, Tensor
-from .memory import Combine, accesses_of, insert_valid, positions_inside, scatter, valid_region, value_to_store
-from .views import drop_unit_dims, expand_dims
 
 
 class Atomic(enum.Enum):

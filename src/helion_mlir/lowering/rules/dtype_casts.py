@@ -23,17 +23,15 @@ from torch import fx
 
 from ...mlir_types import LOW_PRECISION_FLOATS, PACKED_PAIR_DTYPES, element_type
 from ...output_type import OutputType
+from ..aten_calls import lower_aten_op
 from ..context import RuleContext
-from ..emitter import Emitter
 from ..helion_compat import original_args
+from ..packed_pairs import pack_pairs, unpack_pairs
 from ..registry import register_lowering
 from ..values import Tensor
-from .aten import lower_aten_op
-from .views import expand_dims
 
 _BYTE_DTYPES = (torch.uint8, torch.int8)
 _HALF_TYPES = {torch.float16, torch.bfloat16}
-_NIBBLE = 4  # bits per value of a packed pair
 
 
 def _traced_args(node: fx.Node) -> tuple[Any, ...]:
@@ -78,9 +76,9 @@ def lower_view_dtype(ctx: RuleContext, node: fx.Node) -> Any:
     target: torch.dtype = node.meta["val"].dtype
     emit = ctx.emit
     if source.dtype in PACKED_PAIR_DTYPES and target in _BYTE_DTYPES:
-        return _pack_pairs(emit, source, target)
+        return pack_pairs(emit, source, target)
     if target in PACKED_PAIR_DTYPES and source.dtype in _BYTE_DTYPES:
-        return _unpack_pairs(emit, source, target)
+        return unpack_pairs(emit, source, target)
     if source.dtype.itemsize != target.itemsize or PACKED_PAIR_DTYPES & {source.dtype, target}:
         return lower_aten_op(ctx, node)  # a view that changes the last dimension
     src, dst = element_type(source.dtype), element_type(target)
@@ -94,60 +92,3 @@ def lower_view_dtype(ctx: RuleContext, node: fx.Node) -> Any:
     return emit.elementwise([source], source.shape, target, body, hint="view")
 
 
-def _pair_half(emit: Emitter, pairs: Tensor, which: int) -> Tensor:
-    """The low (0) or high (1) value of every pair: the pair dimension sliced away."""
-    shape = pairs.shape[:-1]
-    rank = pairs.rank
-    offsets = ", ".join(["0"] * (rank - 1) + [str(which)])
-    sizes = ", ".join([str(s) if s is not None else emit.dim(pairs, i).ssa for i, s in enumerate(shape)] + ["1"])  # type: ignore[union-attr]
-    result = Tensor(emit.fresh("half"), shape, pairs.dtype)
-    emit.op(
-        f"{result.ssa} = tensor.extract_slice {pairs.ssa}[{offsets}] [{sizes}] [{', '.join(['1'] * rank)}] "
-        f": {pairs.type} to {result.type}"
-    )
-    return result
-
-
-def unpack_pair_halves(emit: Emitter, pairs: Tensor) -> tuple[Tensor, Tensor]:
-    """The low and high values of a packed tile, each without the pair dimension (same dtype)."""
-    return _pair_half(emit, pairs, 0), _pair_half(emit, pairs, 1)
-
-
-def _pack_pairs(emit: Emitter, pairs: Tensor, target: torch.dtype) -> Tensor:
-    low, high = unpack_pair_halves(emit, pairs)
-    packed_type = element_type(pairs.dtype)
-
-    def body(args: list[str], _index: Callable[[int], str]) -> str:
-        nibbles = []
-        for arg in args:
-            bits = emit.assign("nibble", f"arith.bitcast {arg} : {packed_type} to i{_NIBBLE}")
-            wide = emit.assign("nibble", f"arith.extui {bits} : i{_NIBBLE} to i8")
-            nibbles.append(wide)
-        shifted = emit.assign("high", f"arith.shli {nibbles[1]}, {emit.const(_NIBBLE, 'i8').ssa} : i8")
-        byte = emit.assign("byte", f"arith.ori {nibbles[0]}, {shifted} : i8")
-        return byte
-
-    return emit.elementwise([low, high], low.shape, target, body, hint="bytes")
-
-
-def float4_in_byte(emit: Emitter, byte: str, shift: str, fp4_type: str) -> str:
-    """The float4 value in the nibble of ``byte`` (an ``i8``) that starts at bit ``shift``
-    (an ``index``: 0 for the low nibble, 4 for the high one)."""
-    amount = emit.assign("shift", f"arith.index_cast {shift} : index to i8")
-    moved = emit.assign("nibble", f"arith.shrui {byte}, {amount} : i8")
-    bits = emit.assign("nibble", f"arith.trunci {moved} : i8 to i{_NIBBLE}")
-    value = emit.assign("fp4", f"arith.bitcast {bits} : i{_NIBBLE} to {fp4_type}")
-    return value
-
-
-def _unpack_pairs(emit: Emitter, source: Tensor, target: torch.dtype) -> Tensor:
-    packed_type = element_type(target)
-    shape = (*source.shape, 2)
-
-    def body(args: list[str], index: Callable[[int], str]) -> str:
-        shift = emit.fresh("shift")  # 0 for the low value, 4 for the high one
-        emit.op(f"{shift} = affine.apply affine_map<(d) -> (d * {_NIBBLE})>({index(len(shape) - 1)})")
-        return float4_in_byte(emit, args[0], shift, packed_type)
-
-    expanded = expand_dims(emit, source, [source.rank])
-    return emit.elementwise([expanded], shape, target, body, hint="pairs")

@@ -36,13 +36,19 @@ from torch import fx
 
 from ...errors import HelionMLIRError
 from ...mlir_types import element_type
+from ..aten_calls import (
+    aligned_to_result,
+    bind_to_schema,
+    input_values,
+    lower_aten_op,
+    traced_call,
+    twin_node,
+)
 from ..context import RuleContext
 from ..emitter import Emitter, broadcast_shapes
 from ..registry import register_lowering
+from ..unit_dims import expand_dims
 from ..values import Scalar, Tensor
-from .aten import aligned_to_result, bind_to_schema, input_values, lower_aten_op, traced_call, twin_node
-from .views import expand_dims
-
 
 aten = torch.ops.aten
 _COMPUTED = (torch.float32, torch.float64, torch.float16, torch.bfloat16)

@@ -29,10 +29,10 @@ from helion.language import (
 from torch import fx
 
 from ...errors import HelionMLIRError
+from ..aten_calls import import_aten_call, zero_dim_tensor
 from ..context import RuleContext
 from ..registry import register_lowering, register_rejection
 from ..values import Tensor
-from .aten import import_aten_call, zero_dim_tensor
 
 
 def _gelu(ctx: RuleContext, node: fx.Node, formula: Callable[[Callable[..., Tensor], Tensor], Tensor]) -> Tensor:

@@ -22,12 +22,12 @@ from torch import fx
 
 from ...errors import HelionMLIRError
 from ...mlir_types import LOW_PRECISION_FLOATS, element_type
+from ..aten_calls import lower_aten_op
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..helion_compat import original_args
 from ..registry import register_lowering
 from ..values import Scalar, Tensor
-from .aten import lower_aten_op
 
 
 @register_lowering(matmul_ops.dot)

@@ -26,13 +26,13 @@ from torch import fx
 
 from ...errors import HelionMLIRError
 from ...mlir_types import PACKED_PAIR_DTYPES, element_type
+from ..bounds import all_of, guard_positions, guarded_value, nonempty, truthy
 from ..context import RuleContext
 from ..emitter import Emitter
+from ..packed_pairs import float4_in_byte, unpack_pair_halves
 from ..registry import register_lowering
+from ..unit_dims import expand_dims
 from ..values import Tensor
-from .dtype_casts import float4_in_byte, unpack_pair_halves
-from ..bounds import all_of, guard_positions, guarded_value, nonempty, truthy
-from .views import expand_dims
 
 _LANES = 16
 
@@ -135,6 +135,9 @@ def _to_f16(emit: Emitter, ssa: str, mlir_type: str) -> str:
 
 @register_lowering(quantized_ops.load_float4_e2m1fn_x16_to_float16)
 def lower_load_float4_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]:
+    """Helion's grouped load of 16 e2m1 values per group offset, as f16 tiles: from bytes
+    (two values each, low nibble first) or from float4 pairs; lanes masked off or outside
+    the storage read 0."""
     emit = ctx.emit
 
     def decode(flat: Tensor, group: str, lane: str, positions: _Positions) -> str:
@@ -155,6 +158,8 @@ def lower_load_float4_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]
 
 @register_lowering(quantized_ops.load_bfloat16_x16_to_float16)
 def lower_load_bfloat16_x16(ctx: RuleContext, node: fx.Node) -> tuple[Tensor, ...]:
+    """Helion's grouped load of 16 bf16 values per group offset, as f16 tiles; lanes masked
+    off or outside the storage read 0."""
     emit = ctx.emit
 
     def decode(flat: Tensor, group: str, lane: str, positions: _Positions) -> str:

@@ -19,10 +19,10 @@ from torch import fx
 from ...errors import HelionMLIRError
 from ..context import RuleContext
 from ..emitter import Emitter
+from ..ragged import ragged_dims
 from ..registry import register_lowering
+from ..unit_dims import expand_dims
 from ..values import Tensor
-from .tiles import ragged_dims
-from .views import expand_dims
 
 
 def _slice_at(emit: Emitter, value: Tensor, dim: int, position: Any) -> Tensor:
@@ -63,6 +63,9 @@ def _combine(ctx: RuleContext, graph_id: int, lhs: list[Tensor], rhs: list[Tenso
 
 @register_lowering(reduce_ops._reduce, graphs=(0,))
 def lower_reduce(ctx: RuleContext, node: fx.Node) -> Any:
+    """``hl.reduce(combine_fn, inputs, dim, keep_dims)``: an ``scf.for`` along ``dim`` from
+    the first slice, folding in one slice per step with the combine graph; the reduced
+    dimension kept as a unit dimension with ``keep_dims``."""
     graph_id, inputs_arg = int(node.args[0]), node.args[1]
     dim = node.args[2] if len(node.args) > 2 else None
     keep_dims = bool(node.args[3]) if len(node.args) > 3 else False
@@ -85,6 +88,9 @@ def lower_reduce(ctx: RuleContext, node: fx.Node) -> Any:
 
 @register_lowering(scan_ops._associative_scan, graphs=(0,))
 def lower_associative_scan(ctx: RuleContext, node: fx.Node) -> Any:
+    """``hl.associative_scan(combine_fn, inputs, dim, reverse)``: an ``scf.for`` along ``dim``
+    carrying the running value and inserting it into each result at every position (from
+    the last in-bounds position backwards with ``reverse``)."""
     graph_id, inputs_arg, dim = int(node.args[0]), node.args[1], int(node.args[2])
     reverse = bool(node.args[3]) if len(node.args) > 3 else False
     inputs = _inputs(ctx, inputs_arg)

@@ -80,6 +80,9 @@ _COMPARISONS = {
 
 @register_lowering(*_INDEX_BINARY)
 def lower_symintscalar_arith(ctx: RuleContext, node: fx.Node) -> Any:
+    """``+ - * // %`` of host scalars (SymInts, block sizes, numbers): folded when both are
+    known, else ``index`` arithmetic (``arith.floordivsi`` for ``//``, ``arith.remsi`` for
+    ``%``), or f64 arithmetic for ``+ - *`` of floats."""
     a, b = ctx.value(node.args[0]), ctx.value(node.args[1])
     fold, int_op = _INDEX_BINARY[node.target]
     if is_float_value(a) or is_float_value(b):

@@ -18,8 +18,8 @@ from torch import fx
 from ...errors import HelionMLIRError
 from ...mlir_types import element_type
 from ..context import RuleContext
-from ..emitter import Emitter
 from ..jagged import mask_jagged, value_dims
+from ..ragged import mask_lanes, ragged_dims
 from ..registry import register_lowering
 from ..symbolic import TileProperty, tile_scalar
 from ..values import Scalar, Tensor, Tile
@@ -35,6 +35,8 @@ def active_tile(ctx: RuleContext, arg: Any) -> Tile:
 
 @register_lowering(tile_ops.tile_index)
 def lower_tile_index(ctx: RuleContext, node: fx.Node) -> Tensor:
+    """``tile.index``: the positions a tile covers, its offset plus ``linalg.index``, in the
+    node's dtype (as long as the tile's extent when its block size is known only at run time)."""
     tile = active_tile(ctx, node.args[0])
     dtype = node.meta["val"].dtype
     emit = ctx.emit
@@ -67,33 +69,6 @@ def lower_tile_block_size(ctx: RuleContext, node: fx.Node) -> Scalar | int:
     return active_tile(ctx, node.args[0]).block_size
 
 
-def ragged_dims(ctx: RuleContext, node: fx.Node, rank: int) -> list[tuple[int, Tile]]:
-    """(dimension, tile) for every dimension of ``node``'s value that is a ragged active tile."""
-    val = node.meta.get("val")
-    found = []
-    if isinstance(val, torch.Tensor):
-        for dim, size in enumerate(val.shape[-rank:] if rank else []):
-            tile = ctx.tile_of(size)
-            if tile is not None and tile.ragged:
-                found.append((dim + len(val.shape) - rank, tile))
-    return found
-
-
-def mask_lanes(emit: Emitter, value: Tensor, dims: list[tuple[int, Tile]], fill: Any) -> Tensor:
-    """``value`` with every lane outside the tiles' extents set to ``fill``."""
-    if not dims:
-        return value
-    elt = element_type(value.dtype)
-
-    def body(args: list[str], index_of: Callable[[int], str]) -> str:
-        cond = emit.lanes_in_bounds([(index_of(dim), tile.extent) for dim, tile in dims])
-        fill_c = emit.convert(fill, elt)
-        out = emit.assign("masked", f"arith.select {cond}, {args[0]}, {fill_c.ssa} : {elt}")
-        return out
-
-    return emit.elementwise([value], value.shape, value.dtype, body, hint="mask")
-
-
 @register_lowering(_tracing_ops._mask_to)
 def lower_mask_to(ctx: RuleContext, node: fx.Node) -> Tensor:
     value = ctx.tensor(node.args[0])
@@ -106,6 +81,8 @@ def lower_mask_to(ctx: RuleContext, node: fx.Node) -> Tensor:
 
 @register_lowering(creation_ops.full)
 def lower_full(ctx: RuleContext, node: fx.Node) -> Tensor:
+    """``hl.full`` (and ``hl.zeros``, which calls it): a tensor of a static or run-time shape
+    filled with a number or a scalar value."""
     shape_arg, value_arg, dtype = node.args[0], node.args[1], node.args[2]
     sizes = [ctx.value(s) for s in shape_arg]
     if not all(isinstance(s, (int, Scalar)) for s in sizes):

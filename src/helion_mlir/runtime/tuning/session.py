@@ -6,10 +6,10 @@
   module is emitted and the host code prepared here, the native code is compiled and run
   in the JIT worker (:mod:`.worker`); a candidate that crashes or hangs there is skipped
   with the reason, the tuning process is untouched;
-* the fields that cannot change the CPU code are pinned (:mod:`.search_space`);
+* the fields that cannot change the CPU code are pinned (:mod:`..configs.search_space`);
 * a search has a time budget per effort (:data:`DEFAULT_BUDGET_SECONDS`) unless one is set;
 * Helion's default autotuner (``HELION_AUTOTUNER``, the effort's profile) is wrapped in
-  the CPU variant of the local cache chosen by ``HELION_AUTOTUNE_CACHE`` (:mod:`.cache`),
+  the CPU variant of the local cache chosen by ``HELION_AUTOTUNE_CACHE`` (:mod:`..configs.cache`),
   which caches the search's best config unless a user's call of the default config is
   faster (:mod:`.settle`).
 
@@ -49,11 +49,11 @@ from ...front_end_lock import FRONT_END_LOCK
 from ...lowering.kernel_config import resolve_config
 from ...lowering.kernel_model import KernelModel
 from ...output_type import OutputType
-from ..pipelines import Pipeline
-from ..compiled_kernel import CompiledKernel, compile_kernel
-from .cache import cache_class_for, cached_config
+from ..cpu.pipelines import Pipeline
+from ..kernel.compiled_kernel import CompiledKernel, compile_kernel
+from ..configs.cache import cache_class_for, cached_config
 from .protocol import CandidateModule
-from .search_space import cpu_config_overrides
+from ..configs.search_space import cpu_config_overrides
 from .settle import BEST, DEFAULT, Settlement, settle
 from .timing import interleave, measure, summarize
 from .worker import ATTEMPTS, JITWorker, RemoteFunction, collecting, recorded_calls, shared_worker

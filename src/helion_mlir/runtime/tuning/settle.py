@@ -23,7 +23,7 @@ from typing import Any
 from helion.runtime.config import Config
 
 from ...output_type import OutputType
-from ..compiled_kernel import compile_kernel
+from ..kernel.compiled_kernel import compile_kernel
 from .timing import fresh_argument_run, interleave
 
 __all__ = ["BEST", "DEFAULT", "SETTLE_BUDGET_MS", "Settlement", "settle"]

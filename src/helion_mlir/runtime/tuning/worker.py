@@ -21,7 +21,7 @@ with :class:`~helion_mlir.errors.WorkerDiedError`, the worker's exit status and 
 lines it wrote to stderr, and the tuner drops the candidate.
 
 In the tuning process a candidate's compiled function is a :class:`RemoteFunction`, which
-a :class:`~helion_mlir.runtime.compiled_kernel.CompiledKernel` calls like any compiled
+a :class:`~helion_mlir.runtime.kernel.compiled_kernel.CompiledKernel` calls like any compiled
 function: the host code runs here, the device function there.
 """
 
@@ -113,7 +113,7 @@ def recorded_calls() -> AbstractContextManager[list["RemoteFunction"]]:
 
 class RemoteFunction:
     """A candidate's compiled function, living in the worker; called like a
-    :class:`~helion_mlir.runtime.engine.CompiledFunction` (its results come back as new
+    :class:`~helion_mlir.runtime.cpu.engine.CompiledFunction` (its results come back as new
     tensors, which the kernel's launch copies into the tensors the function writes).
 
     Its signature is known once the worker has compiled it: asking for it, or calling the

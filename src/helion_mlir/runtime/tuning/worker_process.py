@@ -19,7 +19,7 @@ import torch
 
 from ...errors import ArgumentError
 from ...lru_cache import LRUCache
-from ..engine import CompiledFunction, clear_compile_cache, compile_module
+from ..cpu.engine import CompiledFunction, clear_compile_cache, compile_module
 from ..params import TensorParam, check_scalar, check_tensor
 from .protocol import CandidateModule, Signature, receive, send
 from .timing import bitwise, interleave, measure

@@ -1,0 +1,1 @@
+"""Rewrites that run on tensors, before bufferization: tiles, fusion, destinations."""

@@ -1,0 +1,1 @@
+"""Rewrites that make or transform vector ops: vectorization, dot products, vector math."""
