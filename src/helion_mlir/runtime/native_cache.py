@@ -7,9 +7,10 @@ results, the arguments results are written into), in one file named by its key. 
 SHA-256 of everything that decides the code: the module text, function name, pipeline and its
 options (threads among them), the CPU (torch's capability, the features left out, and the
 processor's model and flags), the setting of every pass-pipeline tunable of the process, the
-versions of torch-mlir's MLIR/LLVM, torch and glibc, the OpenMP runtime, and the package's own
-source files (each by size, modification time and inode: an edited or reinstalled package
-misses). Checked-mode code calls back into Python and is not kept, nor is a compile whose IR
+versions of torch-mlir's MLIR/LLVM, torch and glibc, and the package's own source files (each
+by path, size, modification time and inode: an edited or reinstalled package misses). Parallel
+code also needs the library of the OpenMP entry points built over this process's OpenMP
+runtime (named by a hash of all that and the runtime's file). Checked-mode code calls back into Python and is not kept, nor is a compile whose IR
 is being dumped (``HELION_MLIR_DUMP_PIPELINE``).
 
 Safety. A file is written whole to a temporary name in the cache directory, flushed to disk,
