@@ -114,9 +114,11 @@ class LoadedLibrary:
     unloaded when the last reference to it goes."""
 
     def __init__(self, data: bytes, name: str) -> None:
-        self._fd = os.memfd_create(name, os.MFD_CLOEXEC)
+        self._fd = os.memfd_create(name[:200], os.MFD_CLOEXEC)  # the kernel takes names of up to 249 bytes
         try:
-            os.write(self._fd, data)
+            unwritten = memoryview(data)
+            while unwritten:
+                unwritten = unwritten[os.write(self._fd, unwritten):]
             self.handle = ctypes.CDLL(f"/proc/self/fd/{self._fd}")
         except BaseException:
             os.close(self._fd)
@@ -131,7 +133,8 @@ class LoadedLibrary:
             return 0
 
     def __del__(self) -> None:
-        if sys.is_finalizing():  # leave the loaded code alone while the interpreter shuts down
+        # Not loaded (the loader refused it), or the interpreter shutting down: nothing to undo.
+        if "handle" not in self.__dict__ or sys.is_finalizing():
             return
         _ctypes.dlclose(self.handle._handle)
         os.close(self._fd)
