@@ -29,7 +29,6 @@ from ..output_type import OutputType
 from . import native_cache
 from .check_failures import CheckFailures
 from .host_cpu import host_cpu
-from .native_libraries import object_file
 from .openmp import register_openmp
 from .packed_pairs import pack_pairs, unpack_pairs
 from .params import Param, ScalarParam, TensorParam, check_scalar, check_tensor, check_writable
@@ -425,7 +424,9 @@ def compile_module(
     :class:`CompiledFunction`). Compiled functions are cached on the module text, function
     name and those options (the most recently used, up to
     :data:`COMPILED_FUNCTION_CACHE_BYTES` of estimated memory), so a kernel that is checked
-    many times is compiled once. With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
+    many times is compiled once; unless ``HELION_MLIR_NATIVE_CACHE=0``, the code is also kept on
+    disk, where a compile in another process finds it (:mod:`.native_cache`; not in checked
+    mode). With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
     every step of a lowering is written under ``DIR`` (:mod:`.pipelines.runner`).
 
     ``checked`` (plain pipeline only) checks every memory access at run time: a call that
@@ -500,8 +501,8 @@ def compile_module(
         )
         _CACHE.put(key, compiled)
         if disk_key is not None:
-            native_cache.store(disk_key, func_name, object_file(engine), lowering.params, lowering.results,
-                               compiled.held_by, uses_openmp)
+            native_cache.store(disk_key, func_name, engine, lowering.params, lowering.results, compiled.held_by,
+                               uses_openmp)
         return compiled
 
 

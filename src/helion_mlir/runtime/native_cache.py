@@ -49,11 +49,13 @@ from pathlib import Path
 import torch
 from helion.autotuner.local_cache import get_helion_cache_dir
 from torch_mlir import _mlir_libs
+from torch_mlir.execution_engine import ExecutionEngine
 
 from .native_libraries import (
     LinkError,
     LoadedLibrary,
     link_object,
+    object_file,
     openmp_library_object,
     start_openmp_library,
     system_libraries,
@@ -297,10 +299,10 @@ def load(key: str, func_name: str) -> NativeFunction | None:
     return function
 
 
-def store(key: str, func_name: str, object_bytes: bytes, params: tuple[Param, ...],
+def store(key: str, func_name: str, engine: ExecutionEngine, params: tuple[Param, ...],
           results: tuple[TensorParam, ...], held_by: tuple[int | None, ...], uses_openmp: bool) -> None:
-    """Link the JIT's object file of ``@func_name`` into a library and keep it under ``key``; a
-    function that does not link is not kept (logged at debug level)."""
+    """Link the object file ``engine`` compiled ``@func_name`` to into a library and keep it under
+    ``key``; a function that does not link is not kept (logged at debug level)."""
     directory = cache_directory()
     if directory is None:
         return
@@ -312,12 +314,12 @@ def store(key: str, func_name: str, object_bytes: bytes, params: tuple[Param, ..
         openmp = _openmp_soname() if uses_openmp else None
         if openmp is not None:
             needed.append(_openmp_library(directory, openmp))
-        library = link_object(object_bytes, f"{func_name}-{key[:16]}.so", needed)
+        library = link_object(object_file(engine), f"{func_name}-{key[:16]}.so", needed)
         header = {"key": key, "func_name": func_name, "params": [_param_record(p) for p in params],
                   "results": [_param_record(r) for r in results], "held_by": list(held_by), "openmp": openmp}
         _replace(directory / f"{key}{_SUFFIX}", _entry_bytes(header, library))
         _evict(directory, limit)
-    except (LinkError, OSError) as err:
+    except (LinkError, OSError, RuntimeError) as err:  # RuntimeError: the engine kept no object file
         log.debug("native cache: @%s not kept: %s", func_name, err)
         return
     log.debug("@%s kept in the native cache in %.1f ms", func_name, (time.perf_counter() - started) * 1e3)
