@@ -16,7 +16,7 @@ import torch
 from examples_util import load_example_by_name
 from helion_mlir import generate_mlir
 from helion_mlir.generate import bind_kernel
-from helion_mlir.runtime import native_cache
+from helion_mlir.runtime import native_cache, native_libraries
 from helion_mlir.runtime.compiled_kernel import clear_kernel_cache, compile_kernel
 from helion_mlir.runtime.engine import clear_compile_cache, compile_module
 from helion_mlir.runtime.rewrites import tile_parallel
@@ -145,6 +145,13 @@ def test_a_size_limit_that_is_not_a_number_is_refused_naming_the_variable(
     monkeypatch.setenv(native_cache.BYTES_VARIABLE, "1G")
     with pytest.raises(ValueError, match=native_cache.BYTES_VARIABLE):
         compile_scale()
+
+
+def test_code_that_cannot_be_linked_is_not_kept(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_libraries, "_linker", lambda: None)  # no iree-lld
+    result, from_disk = compile_scale()
+    assert not from_disk and not entries(cache_dir)
+    torch.testing.assert_close(result, torch.exp(X * 2.5))
 
 
 def test_checked_code_is_not_kept(cache_dir: Path) -> None:
