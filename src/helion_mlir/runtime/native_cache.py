@@ -210,7 +210,7 @@ def _param(record: dict[str, object]) -> Param:
         return ScalarParam(mlir_type, ctype, accepted)
     dtype = getattr(torch, str(record["dtype"]))
     if not isinstance(dtype, torch.dtype):
-        raise ValueError(f"{record['dtype']!r} is not a torch dtype")
+        raise TypeError(f"{record['dtype']!r} is not a torch dtype")
     dims = tuple(None if d is None else int(d) for d in record["dims"])  # type: ignore[union-attr]
     return TensorParam(mlir_type, dims, dtype)
 
