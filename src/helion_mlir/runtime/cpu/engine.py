@@ -12,6 +12,7 @@ import ctypes
 import functools
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,17 +21,19 @@ import torch
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 
+from ...errors import ArgumentError
 from ...lru_cache import LRUCache
 from ...mlir_context import mlir_session
 from ...mlir_types import PACKED_PAIR_DTYPES
 from ...output_type import OutputType
+from . import native_cache
 from .check_failures import CheckFailures
 from .host_cpu import host_cpu
 from .openmp import register_openmp
 from .packed_pairs import pack_pairs, unpack_pairs
 from ..function import NativeFunction
 from ..params import Param, ScalarParam, TensorParam, check_scalar, check_tensor, check_writable
-from .pipelines import PIPELINES, ModuleLowering, Pipeline, PipelineOptions, lower_to_llvm
+from .pipelines import DUMP_ENVIRONMENT_VARIABLE, PIPELINES, ModuleLowering, Pipeline, PipelineOptions, lower_to_llvm
 
 __all__ = [
     "JIT_OPT_LEVEL",
@@ -165,7 +168,7 @@ class CompiledFunction(NativeFunction):
 
     def __init__(
         self,
-        engine: ExecutionEngine,
+        engine: object,
         entry_address: int,
         func_name: str,
         output_type: OutputType,
@@ -179,9 +182,12 @@ class CompiledFunction(NativeFunction):
         threads: int = 1,
         held_by: tuple[int | None, ...] | None = None,
         check_failures: CheckFailures | None = None,
+        from_disk: bool = False,
     ) -> None:
         super().__init__(func_name, output_type, params, results, nbytes=nbytes)
-        self._engine = engine  # owns the compiled code behind the entry point
+        #: Whether the code was loaded from the native cache (:mod:`.native_cache`) rather than compiled.
+        self.from_disk = from_disk
+        self._engine = engine  # owns the compiled code: an ExecutionEngine, or a library from the native cache
         #: Checked mode: the function's run-time checks (None when compiled unchecked).
         self.check_failures = check_failures
         self._entry: Callable[[ctypes.Array], None] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(
@@ -406,7 +412,9 @@ def compile_module(
     :class:`CompiledFunction`). Compiled functions are cached on the module text, function
     name and those options (the most recently used, up to
     :data:`COMPILED_FUNCTION_CACHE_BYTES` of estimated memory), so a kernel that is checked
-    many times is compiled once. With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
+    many times is compiled once; unless ``HELION_MLIR_NATIVE_CACHE=0``, the code is also kept on
+    disk, where a compile in another process finds it (:mod:`.native_cache`; not in checked
+    mode). With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
     every step of a lowering is written under ``DIR`` (:mod:`.pipelines.runner`).
 
     ``checked`` (plain pipeline only) checks every memory access at run time: a call that
@@ -425,13 +433,22 @@ def compile_module(
         cached = _CACHE.get(key)
         if cached is not None:
             return cached
+        disk_key = _disk_key(module_text, func_name, pipeline, options)
+        if disk_key is not None and (native := native_cache.load(disk_key, func_name)) is not None:
+            compiled = CompiledFunction(
+                native.library, native.entry_address, func_name, options.output_type, native.params,
+                native.results, lower_seconds=0.0, jit_seconds=native.load_seconds, nbytes=native.nbytes,
+                pipeline=pipeline, threads=options.threads, held_by=native.held_by, from_disk=True)
+            _CACHE.put(key, compiled)
+            return compiled
         started = time.perf_counter()
         lowering = _lower(module_text, func_name, pipeline, options, diagnostics)
         llvm_ops, uses_openmp = _count_ops(lowering)
         after_lowering = time.perf_counter()
         check_failures = CheckFailures(lowering.checks, func_name) if options.checked else None
         try:
-            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL)
+            # Position-independent for the native cache, which links this very code into a library.
+            engine = ExecutionEngine(lowering.module, opt_level=JIT_OPT_LEVEL, enable_pic=disk_key is not None)
             if uses_openmp:  # parallel regions run on torch's OpenMP runtime
                 register_openmp(engine)
             if check_failures is not None and check_failures.checks:
@@ -470,7 +487,18 @@ def compile_module(
             check_failures=check_failures,
         )
         _CACHE.put(key, compiled)
+        if disk_key is not None:
+            native_cache.store(disk_key, func_name, engine, lowering.params, lowering.results, compiled.held_by,
+                               uses_openmp)
         return compiled
+
+
+def _disk_key(module_text: str, func_name: str, pipeline: Pipeline, options: PipelineOptions) -> str | None:
+    """The native cache's key of a compile, or None when it is not cached on disk: the cache is
+    disabled, the code calls back into Python (checked mode), or the pipeline's IR is dumped."""
+    if options.checked or os.environ.get(DUMP_ENVIRONMENT_VARIABLE) or native_cache.cache_directory() is None:
+        return None
+    return native_cache.entry_key(module_text, func_name, f"{pipeline.value} {options!r} {host_cpu()!r} O{JIT_OPT_LEVEL}")
 
 
 def clear_compile_cache() -> None:

@@ -57,7 +57,8 @@ from torch_mlir.execution_engine import ExecutionEngine
 from ...errors import ExecutionError
 from ...mlir_context import mlir_session
 
-__all__ = ["ENTRY_POINTS", "register_openmp", "unsupported_constructs"]
+__all__ = ["AFTER_FORK", "ENTRY_POINTS", "KEY_GLOBAL", "loaded_runtime", "mapped_libraries",
+           "records_key", "register_openmp", "shim_text", "unsupported_constructs"]
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,10 @@ ENTRY_POINTS = (
     "__kmpc_dispatch_next_8u",
     "__kmpc_barrier",
 )
-_AFTER_FORK = "helion_mlir_omp_after_fork"
+#: What a forked child's forking thread calls (its libgomp pool is gone).
+AFTER_FORK = "helion_mlir_omp_after_fork"
+#: The global the library form of the entry points reads its ``pthread`` key from (:func:`shim_text`).
+KEY_GLOBAL = "helion_mlir_omp_key"
 
 #: File names of OpenMP runtimes that export libgomp's ``GOMP_*`` ABI (LLVM's and Intel's
 #: do too), in order of preference when torch has loaded one.
@@ -83,6 +87,7 @@ _RUNTIMES = ("libgomp", "libomp", "libiomp5")
 _SHIM = string.Template("""
 !state = !llvm.struct<(i32, i32, i32, i32, i64, i64, i64, i64)>
 module {
+$globals
   llvm.func @GOMP_parallel(!llvm.ptr, !llvm.ptr, i32, i32)
   llvm.func @GOMP_loop_ull_dynamic_start(i8, i64, i64, i64, i64, !llvm.ptr, !llvm.ptr) -> i8
   llvm.func @GOMP_loop_ull_dynamic_next(!llvm.ptr, !llvm.ptr) -> i8
@@ -96,7 +101,7 @@ module {
 
   // This thread's record, allocated at its first use (the key's destructor frees it).
   llvm.func @helion_mlir_omp_state() -> !llvm.ptr {
-    %key = llvm.mlir.constant($key : i32) : i32
+$read_key
     %found = llvm.call @pthread_getspecific(%key) : (i32) -> !llvm.ptr
     %null = llvm.mlir.zero : !llvm.ptr
     %missing = llvm.icmp "eq" %found, %null : !llvm.ptr
@@ -281,17 +286,22 @@ class _Runtime:
     addresses: dict[str, int]
 
 
-def _loaded_runtime() -> str:
-    """The OpenMP runtime torch loaded (by file name, as ``/proc/self/maps`` lists it), else
-    GNU OpenMP by its soname."""
+def mapped_libraries() -> list[str]:
+    """Paths of the shared libraries mapped into this process, as ``/proc/self/maps`` lists them."""
     loaded: set[str] = set()
     with open("/proc/self/maps") as maps:
         for line in maps:
             path = line.split(maxsplit=5)[-1].strip()
             if path.startswith("/") and ".so" in path:
                 loaded.add(path)
+    return sorted(loaded)
+
+
+def loaded_runtime() -> str:
+    """The OpenMP runtime torch loaded (by file name), else GNU OpenMP by its soname."""
+    loaded = mapped_libraries()
     for prefix in _RUNTIMES:
-        for path in sorted(loaded):
+        for path in loaded:
             if os.path.basename(path).startswith(prefix + "."):
                 return path
     return "libgomp.so.1"
@@ -307,6 +317,19 @@ def _table_stores() -> str:
     return "\n".join(lines)
 
 
+def shim_text(key: int | None) -> str:
+    """The entry points' module with ``key``, the ``pthread`` key of the per-thread records,
+    as a constant; with None, read from the global :data:`KEY_GLOBAL`, which whoever loads
+    the module compiled to a shared library sets before its first parallel region."""
+    if key is None:
+        globals_ = f"  llvm.mlir.global external @{KEY_GLOBAL}(0 : i32) {{addr_space = 0 : i32}} : i32"
+        read_key = (f"    %key_cell = llvm.mlir.addressof @{KEY_GLOBAL} : !llvm.ptr\n"
+                    "    %key = llvm.load %key_cell : !llvm.ptr -> i32")
+    else:
+        globals_, read_key = "", f"    %key = llvm.mlir.constant({key} : i32) : i32"
+    return _SHIM.substitute(globals=globals_, read_key=read_key, table=_table_stores())
+
+
 def _call_packed(engine: ExecutionEngine, function: str, *pointers: ctypes.c_void_p) -> None:
     """Call ``function(pointers...)`` of ``engine`` through the packed wrapper the engine made."""
     cells = [ctypes.c_void_p(p.value) for p in pointers]
@@ -315,6 +338,22 @@ def _call_packed(engine: ExecutionEngine, function: str, *pointers: ctypes.c_voi
 
 
 _RUNTIME_LOCK = threading.Lock()
+_KEY_LOCK = threading.Lock()
+_KEY: list[int] = []
+
+
+def records_key() -> int:
+    """The ``pthread`` key of the per-thread records, one per process: every copy of the entry
+    points (the JIT's, and the native cache's library of them) shares the records, so a fork
+    that one copy's handler records is seen by a copy first loaded in the child."""
+    with _KEY_LOCK:
+        if not _KEY:
+            libc = ctypes.CDLL(None)
+            key = ctypes.c_uint()
+            if libc.pthread_key_create(ctypes.byref(key), ctypes.cast(libc.free, ctypes.c_void_p)) != 0:
+                raise ExecutionError("no pthread key left for the OpenMP entry points' per-thread records")
+            _KEY.append(key.value)
+        return _KEY[0]
 
 
 def _runtime() -> _Runtime:
@@ -325,7 +364,7 @@ def _runtime() -> _Runtime:
 
 @functools.cache
 def _compiled_runtime() -> _Runtime:
-    name = _loaded_runtime()
+    name = loaded_runtime()
     try:
         library = ctypes.CDLL(name)
         gomp = {f: ctypes.cast(getattr(library, f), ctypes.c_void_p) for f in _GOMP_FUNCTIONS}
@@ -334,12 +373,8 @@ def _compiled_runtime() -> _Runtime:
             f"parallel tile loops run on GNU OpenMP's GOMP_* entry points, which {name} does not provide "
             f"({err}); compile with threads=1"
         ) from None
-    libc = ctypes.CDLL(None)
-    key = ctypes.c_uint()
-    if libc.pthread_key_create(ctypes.byref(key), ctypes.cast(libc.free, ctypes.c_void_p)) != 0:
-        raise ExecutionError("no pthread key left for the OpenMP entry points' per-thread records")
     with mlir_session():
-        module = ir.Module.parse(_SHIM.substitute(key=key.value, table=_table_stores()))
+        module = ir.Module.parse(shim_text(records_key()))
         engine = ExecutionEngine(module, opt_level=2)
         for function, address in gomp.items():
             engine.raw_register_runtime(function, address)
@@ -347,7 +382,7 @@ def _compiled_runtime() -> _Runtime:
         table = (ctypes.c_void_p * len(ENTRY_POINTS))()
         _call_packed(engine, "helion_mlir_omp_entry_points", ctypes.c_void_p(ctypes.addressof(table)))
     # Looked up now: in a forked child, the JIT's locks may be held by threads that are gone.
-    after_fork = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(engine.raw_lookup(_AFTER_FORK))
+    after_fork = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(engine.raw_lookup(AFTER_FORK))
     no_arguments = (ctypes.c_void_p * 1)()
     os.register_at_fork(after_in_child=lambda: after_fork(no_arguments))
     log.debug("OpenMP entry points over %s", library._name)
