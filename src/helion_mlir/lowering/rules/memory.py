@@ -57,6 +57,7 @@ from ..indexing import (
     without_new_axes,
 )
 from ..jagged import index_dims, jagged_condition, jagged_lane_mask, mask_jagged, value_dims
+from ..padding import widened
 from ..registry import register_lowering
 from ..values import HostTensor, Scalar, Tensor
 from .views import drop_unit_dims, expand_dims, subscript_value
@@ -382,7 +383,7 @@ def lower_load(ctx: RuleContext, node: fx.Node) -> Tensor:
         source = ctx.value(node.args[0])
         if not isinstance(source, Tensor):
             raise HelionMLIRError("memory operations need a host tensor as their first argument")
-        return subscript_value(ctx.emit, source, list(node.args[1]))
+        return widened(ctx.emit, subscript_value(ctx.emit, source, list(node.args[1])), node.meta.get("val"))
     settle_unit_dims(ctx, host.name, node.args[1])
     emit = ctx.emit
     mask = _mask_arg(ctx, node, 2)

@@ -12,6 +12,7 @@ from ...errors import HelionMLIRError
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..helion_compat import original_args
+from ..padding import widened
 from ..registry import register_lowering
 from ..values import Tensor
 
@@ -83,7 +84,8 @@ def subscript_value(emit: Emitter, value: Tensor, index: list[object]) -> Tensor
 
 @register_lowering(view_ops.subscript)
 def lower_subscript(ctx: RuleContext, node: fx.Node) -> Tensor:
-    return subscript_value(ctx.emit, ctx.tensor(node.args[0]), list(node.args[1]))
+    value = subscript_value(ctx.emit, ctx.tensor(node.args[0]), list(node.args[1]))
+    return widened(ctx.emit, value, node.meta.get("val"))  # Helion pads hl.arange(37)[None, :] to 64 lanes
 
 
 def _take_last(emit: Emitter, value: Tensor, which: int) -> Tensor:
