@@ -64,3 +64,6 @@ class TestX(TestCase):
     def test_h_after_the_crash(self) -> None:
         x = torch.ones(5, device=DEVICE)
         torch.testing.assert_close(add_one(x), x + 1)
+        a = torch.ones(2, 3, 4, dtype=torch.bfloat16, device=DEVICE)  # a CPU kernel torch lacks, supplied
+        torch.testing.assert_close(torch.bmm(a, a.transpose(1, 2), out_dtype=torch.float32),
+                                   torch.full((2, 3, 3), 4.0, device=DEVICE))
