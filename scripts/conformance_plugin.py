@@ -12,6 +12,10 @@ It makes Helion's own tests run on CPU through helion_mlir and records each test
   Test bodies that read ``helion.runtime.settings._get_backend`` see ``mlir``.
 * Assertions on generated code are skipped and counted (:mod:`conformance_guard`), and so is
   ``assertExpectedJournal``.
+* ``aten::{mm,bmm,addmm,baddbmm}.dtype`` get the CPU kernels torch lacks
+  (``register_cpu_matmul_dtype_overloads``: float32 accumulation, then the output dtype, as
+  CUDA computes them): tests compute their own references with them
+  (``torch.bmm(a, b, out_dtype=torch.float32)``), and reference mode's ``hl.dot`` calls them.
 * One JSON line per event goes to ``$CONFORMANCE_RESULTS``: the collected test ids, a ``start``
   line before each test (a process that dies leaves it last, naming the test that killed it),
   and a ``result`` line with the test's kind (:mod:`conformance_classify`). A test running past
@@ -104,13 +108,15 @@ def _wrap_code_sources() -> None:
 
 
 def _prepare_helion(checkout: Path) -> None:
-    """CPU device, the mlir backend accepted as a Triton front end, journal checks counted and skipped,
-    and the installed ``helion._testing`` pointed at the checkout's examples."""
+    """CPU device (with torch's missing CPU matmul ``.dtype`` kernels), the mlir backend accepted as a
+    Triton front end, journal checks counted and skipped, and the installed ``helion._testing``
+    pointed at the checkout's examples."""
     import torch
 
     import helion
     import helion_mlir  # noqa: F401  (registers the "mlir" backend before Helion reads HELION_BACKEND)
     from helion import _testing
+    from helion_mlir.runtime.reference import register_cpu_matmul_dtype_overloads
 
     if Path(helion.__file__).resolve().is_relative_to(checkout):
         raise pytest.UsageError(f"helion was imported from the checkout ({helion.__file__}), not the installed one")
@@ -121,6 +127,7 @@ def _prepare_helion(checkout: Path) -> None:
         _testing._get_backend = lambda: "triton"
     _testing.DEVICE = torch.device("cpu")
     _place_accelerator_on_cpu(torch)
+    register_cpu_matmul_dtype_overloads()
     _testing.PROJECT_ROOT = checkout
     _testing.EXAMPLES_DIR = checkout / "examples"
     _testing.PRETUNED_KERNELS_DIR = checkout / "pretuned_kernels"

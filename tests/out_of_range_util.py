@@ -109,6 +109,8 @@ CASES = [
          "write at tile.index + 1"),
     Case("copy_first", lambda: (_randn(N), torch.zeros(N), 20), lambda: (_randn(N), torch.zeros(N), 45),
          "tiles over a scalar argument's range, longer than the tensors"),
+    Case("copy_up_to", lambda: (_randn(N), torch.zeros(N), torch.tensor(20)),
+         lambda: (_randn(N), torch.zeros(N), torch.tensor(45)), "tiles up to a 0-d tensor's value past the tensors"),
     Case("add_pair", lambda: (_randn(N, 20), _randn(N, 20, seed=3)), lambda: (_randn(N, 20), _randn(30, 13, seed=3)),
          "tiles over one tensor's dynamic sizes reading a smaller one"),
     Case("bf16_groups", lambda: (_randn(6, 16).to(torch.bfloat16), _positions([], 29, 6)),

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 import helion_mlir.runtime.kernel.compiled_kernel as compiled_kernel_module
 import helion_mlir.lowering.tensor_reads as tensor_reads_module
 import helion_mlir.runtime.backend.helion_backend as helion_backend_module
-from helion_mlir import ArgumentError, DataDependentValueError, HelionMLIRError, generate_mlir
+from helion_mlir import ArgumentError, DataDependentValueError, generate_mlir
 from helion_mlir.runtime.kernel.compiled_kernel import compile_kernel
 from helion_mlir.runtime.reference import reference_kernel
 
@@ -192,11 +192,22 @@ def test_a_value_the_trace_replaced_by_the_placeholder_is_refused_naming_the_lin
         kernel("lengths_as_tensor", backend="mlir")(*CASES["doubled_prefix"][0](20))
 
 
-def test_a_top_level_loop_bounded_by_a_tensor_is_refused_naming_its_line() -> None:
-    bound = KERNELS.incremented_up_to_tensor.bind((X, torch.tensor(20)))
-    with pytest.raises(HelionMLIRError, match=r"incremented_up_to_tensor' at \S+data_dependent_kernels.py:\d+ is "
-                                              r"bounded by a tensor's value.*int\(t.item\(\)\)"):
-        generate_mlir(bound)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_top_level_loop_bounded_by_a_tensor_reads_its_value_at_each_call(threads: int) -> None:
+    """One compiled kernel for every bound: inside the tensors, none, negative (no tile runs,
+    and nothing is written before ``out``, which lies between two guard regions) and past them
+    (the tiles outside read 0 and write nothing)."""
+    compiled = compile_kernel(KERNELS.incremented_up_to_tensor.bind((X, torch.zeros(64), torch.tensor(20))),
+                              threads=threads)
+    for n in (20, 64, 0, -40, 90):
+        buffer = torch.full((64 + 2 * 48,), 7.0)
+        out = buffer[48:-48]
+        out.zero_()
+        compiled(X, out, torch.tensor(n))
+        expected = torch.zeros(64)
+        expected[:max(0, min(n, 64))] = X[:max(0, min(n, 64))] + 1
+        torch.testing.assert_close(out, expected, rtol=0, atol=0, msg=lambda m, n=n: f"n={n}: {m}")
+        assert torch.all(buffer[:48] == 7.0) and torch.all(buffer[-48:] == 7.0), f"n={n}: a guard was written"
 
 
 def test_a_host_slice_by_a_value_read_from_tensor_data_is_refused() -> None:

@@ -129,3 +129,19 @@ def test_loops_with_nothing_to_peel_or_an_unknown_step_keep_the_module_valid() -
         assert peel_partial_tiles(module) == 1  # the second loop: a run-time step, given to the peeling
         assert module.operation.verify()
         assert str(module).count("scf.for") >= 2
+
+
+def test_a_loop_with_a_run_time_bound_is_peeled_at_no_less_than_its_lower_bound() -> None:
+    """Upstream peeling splits at ``n - (n - 0) mod 16``, -48 for ``n = -40``: its last tile would
+    then run once at offset -48 in a loop that runs no tile. The bound is raised to the lower
+    bound first, for the loop and its tile sizes, so both loops of the peeled pair are empty."""
+    with mlir_session():
+        module = parse_module(_LOOP.format(operands="%left, %c16"), what="test module")
+        assert peel_partial_tiles(module) == 1
+        assert module.operation.verify()
+        run_filecheck(str(module), """
+            // CHECK: %[[UB:.*]] = arith.maxsi %arg0, %c0 : index
+            // CHECK: scf.for %{{.*}} = %c0 to %[[SPLIT:[^ ]*]] step %c16
+            // CHECK: scf.for %[[I:.*]] = %[[SPLIT]] to %[[UB]] step %c16
+            // CHECK: affine.apply #{{.*}}(%[[I]])[%[[UB]]]
+        """)

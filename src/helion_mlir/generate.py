@@ -23,10 +23,12 @@ from .inliner.builder import MLIRBuilder
 from .inliner.lexer import strip_locations
 from .lowering.kernel_config import resolve_config
 from .lowering.kernel_model import KernelModel
-from .lowering.kernel_parts import ArgKind, RootLoop
+from .lowering.kernel_parts import ArgKind, RootLoop, TensorBound
+from .lowering.kernel_state import KernelState
 from .lowering.values import Scalar, Tensor, Value
 from .lowering.visitor import IRVisitor
 from .mlir_context import file_location, source_location_body
+from .mlir_types import element_type
 from .output_type import OutputType
 from .verify import verify_module_text
 
@@ -156,8 +158,8 @@ def _emit_root_loops(visitor: IRVisitor, root: RootLoop) -> None:
     emit.location = source_location_body(root.location) or function_location
     try:
         written = state.carried(root.graph_id)
-        begins = [state.eval_symbolic(d.begin) for d in root.dims]
-        ends = [state.eval_symbolic(d.end) for d in root.dims]
+        begins = [_loop_bound(state, d.begin) for d in root.dims]
+        ends = [_loop_bound(state, d.end) for d in root.dims]
 
         def body(current: list[Value]) -> list[Value]:
             written.bind(current)
@@ -165,10 +167,21 @@ def _emit_root_loops(visitor: IRVisitor, root: RootLoop) -> None:
             return written.current()
 
         steps = [None if d.step is None else state.eval_symbolic(d.step) for d in root.dims]
+        ranges = [None if isinstance(d.begin, TensorBound) or isinstance(d.end, TensorBound) else (d.begin, d.end)
+                  for d in root.dims]
         written.bind(state.tile_loops([d.block_id for d in root.dims], begins, ends, steps,
-                                      written.current(), body, [(d.begin, d.end) for d in root.dims]))
+                                      written.current(), body, ranges))
     finally:
         emit.location = function_location
+
+
+def _loop_bound(state: KernelState, bound: Any) -> Any:
+    """A loop bound as an int or ``index`` Scalar; a tensor's value is read from its argument."""
+    if not isinstance(bound, TensorBound):
+        return state.eval_symbolic(bound)
+    emit, tensor = state.emit, state.host_tensor(bound.name)
+    value = emit.assign("bound", f"tensor.extract {tensor.ssa}[] : {tensor.type}")
+    return emit.index(Scalar(value, element_type(tensor.dtype)))
 
 
 def _kernel_location(model: KernelModel) -> str | None:

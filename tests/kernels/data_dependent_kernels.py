@@ -155,9 +155,8 @@ def sliced_prefix(x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
 
 
 @helion.kernel(config=helion.Config(block_sizes=[16]))
-def incremented_up_to_tensor(x: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
-    """A loop bounded by a 0-d tensor itself rather than by ``int(n.item())`` (refused)."""
-    out = torch.zeros_like(x)
+def incremented_up_to_tensor(x: torch.Tensor, out: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """``out[:n] = x[:n] + 1``, a loop bounded by a 0-d tensor itself (its value read when the kernel runs)."""
     for tile in hl.tile(n):
         out[tile] = x[tile] + 1
     return out

@@ -321,6 +321,19 @@ def copy_first_expected(x: torch.Tensor, out: torch.Tensor, n: int) -> torch.Ten
     return out
 
 
+@helion.kernel(config=TILES)
+def copy_up_to(x: torch.Tensor, out: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """``out[:n] = x[:n]`` for a 0-d tensor ``n``, read when the kernel runs: tiles over its
+    value (which may exceed both tensors)."""
+    for tile in hl.tile(n):
+        out[tile] = x[tile]  # out of range
+    return out
+
+
+def copy_up_to_expected(x: torch.Tensor, out: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    return copy_first_expected(x, out, int(n))
+
+
 @helion.kernel(config=TILES_2D, static_shapes=False)
 def add_pair(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``x + y`` with tiles over ``x``'s sizes, which ``y`` may not have (dynamic shapes)."""

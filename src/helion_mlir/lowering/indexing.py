@@ -28,6 +28,7 @@ from ..errors import HelionMLIRError
 from .bounds import assumed_inside, scalar_inside, tile_inside
 from .context import RuleContext
 from .emitter import Emitter, broadcast_shapes
+from .padding import is_padded_whole_dim
 from .values import Scalar, Tensor, Tile
 
 
@@ -416,6 +417,8 @@ def _slice_access(ctx: RuleContext, host: Tensor, axis: int, sl: slice, size_sym
     if sl == slice(None):
         if not isinstance(dim_size, int) and known_size is not None:
             dim_size = known_size  # Helion specialized this dynamic host dim (hl.specialize)
+        if isinstance(dim_size, int) and is_padded_whole_dim(size_symbol, dim_size):
+            return DimAccess(AccessKind.SLICE, 0, dim_size, size_symbol)
         return DimAccess(AccessKind.SLICE, 0, dim_size, dim_size if isinstance(dim_size, int) else None)
     if not isinstance(dim_size, int):
         raise HelionMLIRError("static slices of dynamic dimensions are not supported")

@@ -19,6 +19,7 @@ from typing import Any
 import helion
 import sympy
 import torch
+from helion._compiler import variable_origin as vo
 from helion._compiler.compile_environment import FixedBlockSizeSource, ReductionLoopBlockSizeSource
 from helion.language import _tracing_ops, random_ops
 from torch import fx
@@ -36,7 +37,7 @@ from .host_values import (
     origin_arg_name,
 )
 from .effects import called_graph_ids, effects_of
-from .kernel_parts import ArgKind, FunctionArg, LaunchCheck, LoopDim, RootLoop, static_shape
+from .kernel_parts import ArgKind, FunctionArg, LaunchCheck, LoopDim, RootLoop, TensorBound, static_shape
 from .rolled_analysis import rolled_block_ids, unsupported_rolled_reduction
 from .tensor_reads import refuse_lost_reads
 
@@ -224,6 +225,9 @@ class KernelModel:
                 name = host_tensor_name(node)
                 if name is not None and name not in used:
                     used[name] = node.meta["val"]
+        for bound in (v for root in self.root_loops for d in root.dims for v in (d.begin, d.end)):
+            if isinstance(bound, TensorBound) and bound.name not in used:
+                used[bound.name] = bound.fake
         return used
 
     def _identical_views(self, used: dict[str, Any], written: set[str]) -> dict[str, str]:
@@ -396,14 +400,7 @@ class KernelModel:
                 begins, ends, steps = _tile_loop_range(for_node, len(block_ids))
                 dims = []
                 for bid, begin, end, step in zip(block_ids, begins, ends, steps):
-                    if isinstance(begin, torch.Tensor) or isinstance(end, torch.Tensor):
-                        location = getattr(for_node, "_location", None)
-                        where = f" at {location.filename}:{location.lineno}" if location else ""
-                        raise HelionMLIRError(
-                            f"top-level loop over block {bid} of kernel '{self.name}'{where} is bounded by a "
-                            "tensor's value (hl.tile(t) of a 0-d tensor t), which is not supported; bound it by "
-                            "int(t.item()) in the host code"
-                        )
+                    begin, end = (self._tensor_bound(v, bid, for_node) for v in (begin, end))
                     if isinstance(step, int) and step <= 0:
                         raise HelionMLIRError(
                             f"top-level loop over block {bid} of kernel '{self.name}' has step {step}; "
@@ -419,6 +416,21 @@ class KernelModel:
                 loops.append(RootLoop(self.device_ir.root_ids[root_index], phase_index, tuple(dims),
                                       getattr(for_node, "_location", None)))
         return loops
+
+    def _tensor_bound(self, value: Any, block_id: int, for_node: Any) -> Any:
+        """``value``, or the :class:`TensorBound` it is when a tensor bounds the loop."""
+        if not isinstance(value, torch.Tensor):
+            return value
+        origin = self.host_function.tensor_to_origin.get(value)
+        if value.dim() == 0 and not value.dtype.is_floating_point and value.dtype != torch.bool \
+                and isinstance(origin, vo.NameOrigin) and not isinstance(origin, (vo.GlobalOrigin, vo.BuiltinOrigin)):
+            return TensorBound(origin.name, value)
+        location = getattr(for_node, "_location", None)
+        where = f" at {location.filename}:{location.lineno}" if location else ""
+        raise HelionMLIRError(
+            f"top-level loop over block {block_id} of kernel '{self.name}'{where} is bounded by a tensor's value "
+            f"that is not a 0-d integer tensor of a host variable ({value.dtype}, shape {tuple(value.shape)}); "
+            "bound it by int(t.item()) in the host code")
 
     def _persistent_reductions(self) -> dict[int, Any]:
         """Reduction dims kept whole: block id -> number of elements (int or SymInt).

@@ -64,6 +64,15 @@ class LoopDim:
 
 
 @dataclasses.dataclass(frozen=True)
+class TensorBound:
+    """A loop bound that is the value of a 0-d integer host tensor (``hl.tile(n)`` of a
+    tensor ``n``): the function reads it when it runs, as Helion's device code loads it."""
+
+    name: str
+    fake: Any = dataclasses.field(compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
 class LaunchCheck:
     """A relation between host values (sizes, scalars, block sizes) that the emitted code
     assumes about an access, checked before each launch (docs/abi.md, "Indices out of

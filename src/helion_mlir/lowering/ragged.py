@@ -14,7 +14,7 @@ from torch import fx
 from ..mlir_types import element_type
 from .context import RuleContext
 from .emitter import Emitter
-from .values import Tensor, Tile
+from .values import Scalar, Tensor, Tile
 
 __all__ = ["mask_lanes", "ragged_dims"]
 
@@ -31,14 +31,14 @@ def ragged_dims(ctx: RuleContext, node: fx.Node, rank: int) -> list[tuple[int, T
     return found
 
 
-def mask_lanes(emit: Emitter, value: Tensor, dims: list[tuple[int, Tile]], fill: Any) -> Tensor:
-    """``value`` with every lane outside the tiles' extents set to ``fill``."""
+def mask_lanes(emit: Emitter, value: Tensor, dims: list[tuple[int, Scalar | int]], fill: Any) -> Tensor:
+    """``value`` with every lane past the extent of its dim in ``dims`` set to ``fill``."""
     if not dims:
         return value
     elt = element_type(value.dtype)
 
     def body(args: list[str], index_of: Callable[[int], str]) -> str:
-        cond = emit.lanes_in_bounds([(index_of(dim), tile.extent) for dim, tile in dims])
+        cond = emit.lanes_in_bounds([(index_of(dim), extent) for dim, extent in dims])
         fill_c = emit.convert(fill, elt)
         out = emit.assign("masked", f"arith.select {cond}, {args[0]}, {fill_c.ssa} : {elt}")
         return out

@@ -28,6 +28,10 @@ takes; what torch-mlir does lower keeps going through it (``lower_aten_op``).
   the integer type (``arith.subi``, wrapping as torch does), for every output type; Helion's
   Philox generator (``hl.rand``, ``hl.randint``, ``torch.rand_like``) negates 32-bit
   values.
+- ``aten.empty`` and its ``new_``/``_like``/``_strided`` forms: torch-mlir builds a
+  ``tensor.empty``, whose elements are undefined when read (garbage on CPU, NaN among it).
+  Helion's device code has Inductor's value for them, zeros (Inductor builds ``empty`` as a
+  fill of 0), and kernels rely on it (``torch.empty(n) * 0``): they are a fill of 0.
 """
 
 from __future__ import annotations
@@ -108,6 +112,15 @@ def lower_neg(ctx: RuleContext, node: fx.Node) -> Any:
         return emit.assign("neg", f"arith.subi {zero.ssa}, {block_args[0]} : {elt}")
 
     return emit.elementwise([x], x.shape, x.dtype, body, hint="neg")
+
+
+@register_lowering(aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default,
+                   aten.new_empty.default, aten.new_empty_strided.default)
+def lower_empty(ctx: RuleContext, node: fx.Node) -> Tensor:
+    meta = node.meta["val"]
+    shape = ctx.static_shape(meta)
+    dynamic = [ctx.emit.index(ctx.eval_symbolic(size)) for size, fixed in zip(meta.shape, shape) if fixed is None]
+    return ctx.emit.fill(shape, meta.dtype, 0, dynamic)
 
 
 @register_lowering(aten.mean.dim)

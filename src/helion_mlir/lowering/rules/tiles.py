@@ -2,8 +2,9 @@
 
 ``tile.index`` is the vector of positions a tile covers; ``tile.begin``/``end``/``id``
 are scalars of the active tile loop. ``_mask_to`` sets the padding lanes of ragged
-tiles (see :class:`helion_mlir.lowering.values.Tile`), and the lanes past a jagged tile's
-row ends, to the value a reduction or dot needs.
+tiles (see :class:`helion_mlir.lowering.values.Tile`), the lanes past a jagged tile's
+row ends and the padding lanes of a padded whole dim (:mod:`..padding`) to the value a
+reduction or dot needs.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ...errors import HelionMLIRError
 from ...mlir_types import element_type
 from ..context import RuleContext
 from ..jagged import mask_jagged, value_dims
+from ..padding import is_padded_whole_dim, padded_dims
 from ..ragged import mask_lanes, ragged_dims
 from ..registry import register_lowering
 from ..symbolic import TileProperty, tile_scalar
@@ -75,7 +77,10 @@ def lower_mask_to(ctx: RuleContext, node: fx.Node) -> Tensor:
     fill = node.args[1]
     if isinstance(fill, (fx.Node, torch.SymInt, torch.SymFloat, torch.SymBool)):
         fill = ctx.value(fill) if isinstance(fill, fx.Node) else ctx.eval_symbolic(fill)
-    masked = mask_lanes(ctx.emit, value, ragged_dims(ctx, node, value.rank), fill)
+    source = node.args[0]
+    padded = padded_dims(ctx.model.graphs, source) if isinstance(source, fx.Node) else []
+    dims = [(dim, tile.extent) for dim, tile in ragged_dims(ctx, node, value.rank)] + padded
+    masked = mask_lanes(ctx.emit, value, dims, fill)
     return mask_jagged(ctx, value_dims(node), masked, fill)
 
 
@@ -87,6 +92,9 @@ def lower_full(ctx: RuleContext, node: fx.Node) -> Tensor:
     sizes = [ctx.value(s) for s in shape_arg]
     if not all(isinstance(s, (int, Scalar)) for s in sizes):
         raise HelionMLIRError(f"tensor sizes {sizes} are not integers")
+    meta = node.meta.get("val")
+    if isinstance(meta, torch.Tensor) and meta.dim() == len(sizes):  # Helion pads hl.full([56]) to 64 lanes
+        sizes = [m if isinstance(s, int) and is_padded_whole_dim(m, s) else s for s, m in zip(sizes, meta.shape)]
     shape = [s if isinstance(s, int) else None for s in sizes]
     dynamic = [ctx.emit.index(s) for s in sizes if isinstance(s, Scalar)]
     value = ctx.value(value_arg)

@@ -67,3 +67,6 @@ class TestX(TestCase):
         # The kernels' device, to the tests; torch itself still sees no accelerator.
         assert torch.accelerator.current_accelerator() == DEVICE
         assert not torch.accelerator.is_available()
+        a = torch.ones(2, 3, 4, dtype=torch.bfloat16, device=DEVICE)  # a CPU kernel torch lacks, supplied
+        torch.testing.assert_close(torch.bmm(a, a.transpose(1, 2), out_dtype=torch.float32),
+                                   torch.full((2, 3, 3), 4.0, device=DEVICE))

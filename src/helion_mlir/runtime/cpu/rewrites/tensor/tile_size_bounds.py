@@ -25,7 +25,7 @@ every dimension, its inner tiles padded. Ragged GELU 4100x2000 in [16, 256] tile
 from __future__ import annotations
 
 from torch_mlir import ir
-from torch_mlir.dialects import affine
+from torch_mlir.dialects import affine, arith
 
 from ..ir_walk import constant_index, defining_op, ops_where
 from ..transform_scripts import match_attribute, run_transform_script
@@ -102,6 +102,35 @@ def _loops_to_peel(module: ir.Module) -> list[ir.Operation]:
     return [loop for loop in found if _clips_its_last_tile(loop)]
 
 
+def _clamp_upper_bound(loop: ir.Operation) -> None:
+    """A dynamic upper bound raised to at least the lower bound, for the loop and its body.
+
+    Upstream peeling splits at ``ub - (ub - lb) mod step``, below ``lb`` when ``ub < lb``:
+    the peeled last tile of a loop that runs no tile then runs once, at a negative offset
+    (``hl.tile(n)`` with ``n = -40`` wrote 24 elements before its tensor). Fixed upstream
+    (llvm-project #223232) after the MLIR we bundle, in the same way; a no-op for a loop
+    that runs at all.
+    """
+    lower, upper = list(loop.operands)[:2]
+    if constant_index(lower) is not None and constant_index(upper) is not None:
+        return
+    with ir.InsertionPoint(loop), loop.location:
+        clamped = arith.MaxSIOp(upper, lower).result
+    for use in list(upper.uses):
+        owner = use.owner.operation
+        if owner == loop or _nested_in(owner, loop):
+            owner.operands[use.operand_number] = clamped
+
+
+def _nested_in(op: ir.Operation, loop: ir.Operation) -> bool:
+    node = op.parent
+    while node is not None and node.name != "builtin.module":
+        if node == loop:
+            return True
+        node = node.parent
+    return False
+
+
 def peel_partial_tiles(module: ir.Module) -> int:
     """Tile sizes as ``affine.min``, then the loops of :func:`_loops_to_peel` peeled by
     ``transform.loop.peel`` (a loop it cannot peel, one whose trip is whole after all, stays as
@@ -112,6 +141,7 @@ def peel_partial_tiles(module: ir.Module) -> int:
         return 0
     unit = ir.UnitAttr.get(module.context)
     for loop in loops:
+        _clamp_upper_bound(loop)
         loop.attributes[_PEEL] = unit
     run_transform_script(module, f"""
     %loops = {match_attribute(_PEEL)}
