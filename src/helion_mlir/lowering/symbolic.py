@@ -36,6 +36,26 @@ def is_float_value(x: Any) -> bool:
     return isinstance(x, float) or (isinstance(x, Scalar) and is_float_type(x.type))
 
 
+#: Python's ``%`` of integers (the result takes the divisor's sign), which ``arith`` lacks.
+FLOOR_MOD = "floor-mod"
+
+
+def index_arith(emit: Emitter, int_op: str, a: "Scalar | int", b: "Scalar | int") -> Scalar:
+    """``a <int_op> b`` on ``index`` values; :data:`FLOOR_MOD` is ``arith.remsi`` (whose result
+    takes the dividend's sign) plus the divisor where the signs differ, as Python's ``%``:
+    ``(i - 2) % n`` is ``n - 2`` for ``i = 0``, not ``-2``."""
+    a, b = emit.index(a), emit.index(b)
+    if int_op != FLOOR_MOD:
+        return emit.binary(int_op, a, b)
+    rem = emit.binary("arith.remsi", a, b)
+    zero = emit.index(0)
+    signs_differ = emit.binary("arith.xori", emit.binary("arith.cmpi slt", rem, zero),
+                               emit.binary("arith.cmpi slt", b, zero))
+    adjust = emit.binary("arith.andi", emit.binary("arith.cmpi ne", rem, zero), signs_differ)
+    shifted = emit.binary("arith.addi", rem, b)
+    return Scalar(emit.assign("mod", f"arith.select {adjust.ssa}, {shifted.ssa}, {rem.ssa} : index"), "index")
+
+
 def scalar_arith(emit: Emitter, a: Any, b: Any, fold: Any, int_op: str, float_op: str | None) -> Any:
     """``fold(a, b)`` on Python numbers, else the int (index) or float (f64) MLIR op."""
     if not isinstance(a, Scalar) and not isinstance(b, Scalar):
@@ -44,7 +64,7 @@ def scalar_arith(emit: Emitter, a: Any, b: Any, fold: Any, int_op: str, float_op
         if float_op is None:
             raise HelionMLIRError(f"{int_op} has no floating-point form")
         return emit.binary(float_op, emit.convert(a, "f64"), emit.convert(b, "f64"))
-    return emit.binary(int_op, emit.index(a), emit.index(b))
+    return index_arith(emit, int_op, a, b)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -60,9 +80,9 @@ _BINARY: dict[type, tuple[Callable[[Any, Any], Any], str, str | None]] = {
     torch_sympy.FloorDiv: (operator.floordiv, "arith.floordivsi", None),
     torch_sympy.CleanDiv: (operator.floordiv, "arith.divsi", None),
     torch_sympy.CeilDiv: (_ceil_div, "arith.ceildivsi", None),
-    torch_sympy.Mod: (operator.mod, "arith.remsi", None),
-    torch_sympy.PythonMod: (operator.mod, "arith.remsi", None),
-    sympy.Mod: (operator.mod, "arith.remsi", None),
+    torch_sympy.Mod: (operator.mod, "arith.remsi", None),  # of non-negative operands (torch's assumption)
+    torch_sympy.PythonMod: (operator.mod, FLOOR_MOD, None),
+    sympy.Mod: (operator.mod, FLOOR_MOD, None),
 }
 # Variadic ones, folded left to right.
 _VARIADIC: dict[type, tuple[Callable[[Any, Any], Any], str, str | None]] = {

@@ -17,7 +17,7 @@ from ...errors import HelionMLIRError
 from ..context import RuleContext
 from ..emitter import Emitter
 from ..registry import register_lowering
-from ..symbolic import is_float_value, scalar_arith
+from ..symbolic import FLOOR_MOD, index_arith, is_float_value, scalar_arith
 from ..values import HostRef, Scalar, Tensor
 
 aten = torch.ops.aten
@@ -57,7 +57,7 @@ def lower_new_var(ctx: RuleContext, node: fx.Node) -> Any:
 def _int_result(emit: Emitter, a: Any, b: Any, fold: Any, mlir_op: str) -> Any:
     if isinstance(a, int) and isinstance(b, int):
         return fold(a, b)
-    return emit.binary(mlir_op, emit.index(a), emit.index(b))
+    return index_arith(emit, mlir_op, a, b)
 
 
 _INDEX_BINARY = {
@@ -65,7 +65,7 @@ _INDEX_BINARY = {
     operator.sub: (operator.sub, "arith.subi"),
     operator.mul: (operator.mul, "arith.muli"),
     operator.floordiv: (operator.floordiv, "arith.floordivsi"),
-    operator.mod: (operator.mod, "arith.remsi"),
+    operator.mod: (operator.mod, FLOOR_MOD),
 }
 
 _COMPARISONS = {
@@ -81,8 +81,8 @@ _COMPARISONS = {
 @register_lowering(*_INDEX_BINARY)
 def lower_symintscalar_arith(ctx: RuleContext, node: fx.Node) -> Any:
     """``+ - * // %`` of host scalars (SymInts, block sizes, numbers): folded when both are
-    known, else ``index`` arithmetic (``arith.floordivsi`` for ``//``, ``arith.remsi`` for
-    ``%``), or f64 arithmetic for ``+ - *`` of floats."""
+    known, else ``index`` arithmetic (``arith.floordivsi`` for ``//``, Python's ``%`` from
+    ``arith.remsi``), or f64 arithmetic for ``+ - *`` of floats."""
     a, b = ctx.value(node.args[0]), ctx.value(node.args[1])
     fold, int_op = _INDEX_BINARY[node.target]
     if is_float_value(a) or is_float_value(b):
