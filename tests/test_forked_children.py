@@ -25,7 +25,8 @@ TIME_LIMIT = 300  # seconds, for both scenarios; each takes a few on an idle mac
 CHILD_TIME_LIMIT = 120  # a hung child ends by SIGALRM (exit -14)
 MODES = ("fresh", "loaded-elsewhere")
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc/self/task")
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc/self/task"),
+              pytest.mark.xdist_group("forked-children")]  # one worker runs the scenarios' process
 
 # One interpreter imports once, then forks a process per scenario before Intel's OpenMP runtime
 # is loaded. Each: (loaded-elsewhere: first starts the runtime without its fork handler, as
