@@ -81,6 +81,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the test ids to its scheduler
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Keep ``--dist loadgroup``'s groups on one worker each. pytest-xdist 3.8 groups a test
+    by writing ``nodeid@group`` to ``item._nodeid``, which pytest 9.2 no longer reads (the id
+    is ``item._id``): the groups were split over both workers silently, each repeating the
+    group's costly fixtures (child processes, the JIT worker, bound examples). A group that
+    still fails to reach the id stops the run instead of costing minutes unnoticed."""
+    if not getattr(session.config.option, "loadgroup", False):  # set on pytest-xdist's workers
+        return
+    for item in session.items:
+        grouped = getattr(item, "_nodeid", None)
+        if isinstance(grouped, str) and grouped != item.nodeid and hasattr(item, "_id"):
+            from _pytest.nodeid import NodeId  # pytest >= 9.2, where the id left _nodeid
+
+            item._id = NodeId.parse(grouped)
+    lost = [item.nodeid for item in session.items
+            if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid]
+    if lost:
+        raise pytest.UsageError(f"--dist loadgroup: {len(lost)} grouped tests lost their xdist group, "
+                                f"{lost[0]} first; this pytest-xdist does not group under this pytest")
+
+
 def _group_by_example(items: list[pytest.Item]) -> None:
     """The tests of one example run in one process under ``-n N --dist loadgroup``
     (scripts/test): binding is the costly part of many example tests, and Helion reuses a

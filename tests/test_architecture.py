@@ -9,6 +9,7 @@ and line that introduced it.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,13 +78,19 @@ def _resolve(module: str, path: Path, node: ast.ImportFrom) -> list[str]:
     return [base] + [f"{base}.{alias.name}" for alias in node.names]
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """``path`` parsed once per process: the checks below each walk every module (read only)."""
+    return ast.parse(path.read_text())
+
+
 def _type_checking_blocks(tree: ast.Module) -> set[ast.AST]:
     return {stmt for stmt in ast.walk(tree) if isinstance(stmt, ast.If)
             and isinstance(stmt.test, ast.Name) and stmt.test.id == "TYPE_CHECKING"}
 
 
 def _module_level_imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     for stmt in tree.body:
         if isinstance(stmt, ast.ImportFrom):
             for target in _resolve(module, path, stmt):
@@ -190,7 +197,7 @@ def _optional_import_blocks(tree: ast.Module) -> set[ast.AST]:
 def test_no_package_import_inside_a_function() -> None:
     found = []
     for module, path in ALL_MODULES.items():
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         guarded = _type_checking_blocks(tree) | _optional_import_blocks(tree)
         top = set(tree.body) | {s for block in guarded for s in ast.walk(block)}
         for node in ast.walk(tree):
@@ -284,7 +291,7 @@ def test_checks_see_every_module() -> None:
 def test_every_rule_module_is_loaded_by_the_rules_package() -> None:
     """A rule module the package does not import would register nothing, silently."""
     rules = PACKAGE / "lowering" / "rules"
-    tree = ast.parse((rules / "__init__.py").read_text())
+    tree = _tree(rules / "__init__.py")
     imported = {alias.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.level == 1
                 for alias in node.names}
     modules = {p.stem for p in rules.glob("*.py") if p.stem != "__init__"}
@@ -299,7 +306,7 @@ WALKER_MODULES = {"helion_mlir.lowering.visitor", "helion_mlir.lowering.kernel_s
 
 def _every_import(module: str, path: Path) -> Iterator[tuple[int, str]]:
     """Every package module an import anywhere in the file reaches (TYPE_CHECKING blocks too)."""
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.ImportFrom):
             for target in _resolve(module, path, node):
                 known = _known(target)
@@ -341,7 +348,7 @@ def test_every_long_rule_says_what_it_lowers() -> None:
 def test_rules_use_only_the_public_side_of_their_context() -> None:
     wrong = []
     for _module, path in _rule_modules():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
                     and isinstance(node.value, ast.Name) and node.value.id == "ctx":
                 wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno} reads ctx.{node.attr}")
@@ -351,7 +358,7 @@ def test_rules_use_only_the_public_side_of_their_context() -> None:
 def _name_comparisons(path: Path) -> Iterator[int]:
     """Lines that compare a class or function name (``type(x).__name__ == "..."``): a target or
     a kind matched by its name rather than as the object it is."""
-    tree = ast.parse(path.read_text())
+    tree = _tree(path)
     named = set()  # variables assigned a ``__name__``
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr == "__name__":
@@ -377,7 +384,7 @@ def test_kinds_are_enums_not_strings() -> None:
     for module, path in ALL_MODULES.items():
         if _part(module) != "lowering":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and node.left.attr == "kind" \
                     and any(isinstance(c, ast.Constant) and isinstance(c.value, str) for c in node.comparators):
                 wrong.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
@@ -386,7 +393,7 @@ def test_kinds_are_enums_not_strings() -> None:
 
 def _definitions(name: str) -> list[str]:
     return [str(path.relative_to(PACKAGE)) for path in ALL_MODULES.values()
-            for node in ast.walk(ast.parse(path.read_text()))
+            for node in ast.walk(_tree(path))
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name]
 
 
@@ -396,7 +403,7 @@ def test_one_definition_of_each_shared_helper(name: str) -> None:
 
 
 def _dict_displays(path: Path) -> Iterator[ast.Dict]:
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Dict) and len(node.keys) >= 3:
             yield node
 
@@ -428,7 +435,7 @@ def test_dtype_and_width_tables_live_in_mlir_types() -> None:
 
 def test_one_static_fake_tensor_mode() -> None:
     module_level = [f"{path.relative_to(PACKAGE)}:{stmt.lineno}" for path in ALL_MODULES.values()
-                    for stmt in ast.parse(path.read_text()).body
+                    for stmt in _tree(path).body
                     if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
                     and getattr(stmt.value.func, "id", None) == "FakeTensorMode"]
     assert len(module_level) == 1, module_level
@@ -456,7 +463,7 @@ def test_the_source_checks_find_what_they_look_for(tmp_path: Path) -> None:
 def test_host_references_are_resolved_in_one_place() -> None:
     """Only the rule context turns a HostRef into the host tensor's current value."""
     found = [f"{path.relative_to(PACKAGE)}:{node.lineno}" for path in ALL_MODULES.values()
-             for node in ast.walk(ast.parse(path.read_text()))
+             for node in ast.walk(_tree(path))
              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"
              and "HostRef" in ast.unparse(node.args[1])]
     assert found and all(place.startswith("lowering/context.py:") for place in found), found

@@ -113,6 +113,7 @@ def ragged_report() -> BatchReport:
     return check_kernels(cases, ["linalg-on-tensors"], keep_text=True)
 
 
+@pytest.mark.xdist_group("ragged-report")  # one worker lowers every example for both
 def test_batch_report_counts_every_example_as_verified(ragged_report: BatchReport) -> None:
     report, cases = ragged_report, example_names()
     assert report.verified == len(cases) == report.emitted, report.table()
@@ -120,6 +121,7 @@ def test_batch_report_counts_every_example_as_verified(ragged_report: BatchRepor
     assert f"{len(cases)} lowered: {len(cases)} emitted, {len(cases)} verified, 0 failed" in report.table()
 
 
+@pytest.mark.xdist_group("ragged-report")  # one worker lowers every example for both
 def test_every_example_without_locations_is_what_mlir_prints_without_debug_info(ragged_report: BatchReport) -> None:
     with mlir_session():
         for result in ragged_report.results:

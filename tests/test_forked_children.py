@@ -24,7 +24,8 @@ TIME_LIMIT = 300  # seconds, for both scenarios; each takes a few on an idle mac
 CHILD_TIME_LIMIT = 120  # a hung child ends by SIGALRM (exit -14)
 MODES = ("fresh",)
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc/self/task")
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and /proc/self/task"),
+              pytest.mark.xdist_group("forked-children")]  # one worker runs the scenarios' process
 
 # One interpreter imports once, then forks a process per scenario. Each compiles bias + GELU
 # for two OpenMP workers, calls it, forks while another thread holds the compile locks. Its

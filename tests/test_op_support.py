@@ -15,6 +15,8 @@ from helion_mlir.importer.op_support import (
 )
 from helion_mlir.output_type import OutputType
 
+# One worker runs the module: the measurement takes seconds.
+pytestmark = pytest.mark.xdist_group("op-support")
 REGENERATE = "the importer's op support changed: run scripts/op-support and commit docs/op-support.md"
 
 

@@ -35,9 +35,12 @@ def worker(tuning_run_worker: JITWorker) -> JITWorker:
 
 def repeats_only_kernel() -> helion.Kernel:
     """``repeated_copy`` with its block size pinned: the quick search times the two values of
-    ``repeats`` (64 and 1; 1 does the work once, clearly faster) beside the default config."""
+    ``repeats`` (64 and 1; 1 does the work once, clearly faster) beside the default config.
+    Its budget outlasts the worker starts a death costs on a loaded machine (quick effort's 45 s
+    did not: the search skipped its final re-timing); the search itself ends in seconds."""
     return helion.kernel(tuning_kernels.repeated_copy, backend="mlir", autotune_effort="quick",
-                         autotune_progress_bar=False, autotune_config_overrides={"block_sizes": [4096]})
+                         autotune_progress_bar=False, autotune_config_overrides={"block_sizes": [4096]},
+                         autotune_budget_seconds=600)
 
 
 @pytest.mark.slow  # five worker starts
