@@ -120,7 +120,7 @@ CASES = [
 BY_NAME = {case.name: case for case in CASES}
 
 
-def _guarded(value: Any) -> tuple[Any, torch.Tensor | None]:
+def guarded(value: Any) -> tuple[Any, torch.Tensor | None]:
     """A tensor as the middle of a buffer with :data:`GUARD` sentinel elements on each side."""
     if not isinstance(value, torch.Tensor):
         return value, None
@@ -155,8 +155,8 @@ def run_case(case: Case, variant: str, setting: str) -> dict[str, Any]:
         expected = reference_kernel(case.kernel)(*expected_args)
     else:
         expected = case.expected(*expected_args)
-    guarded = [_guarded(a) for a in _clone(args)]
-    call = tuple(a for a, _ in guarded)
+    placed = [guarded(a) for a in _clone(args)]
+    call = tuple(a for a, _ in placed)
     try:
         got = compiled(*call)
     except OutOfBoundsAccessError as err:
@@ -164,7 +164,7 @@ def run_case(case: Case, variant: str, setting: str) -> dict[str, Any]:
                        source_location=err.source_location)
         return outcome
     problems = _differences(got, expected, "result")
-    for position, ((value, buffer), after) in enumerate(zip(guarded, expected_args)):
+    for position, ((value, buffer), after) in enumerate(zip(placed, expected_args)):
         problems += _differences(value, after, f"argument {position}")
         guards = (buffer[:GUARD], buffer[-GUARD:]) if buffer is not None else ()
         if any(not torch.all(guard == SENTINEL) for guard in guards):

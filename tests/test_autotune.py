@@ -515,6 +515,36 @@ def test_a_candidate_whose_arguments_no_kept_call_matches_is_refused(worker: JIT
         worker.interleave([first], repeat=1, max_total_ms=None)
 
 
+def _filling(rows: int) -> CandidateModule:
+    """A candidate that fills an output the host code allocated with ``rows`` elements (as
+    ``cdiv(m, block_m)`` rows depend on a block size), and aborts on an output of another size."""
+    text = f"""func.func @fill{rows}(%arg0: tensor<4xf32>, %out: tensor<?xf32>) -> tensor<?xf32> {{
+  %c0 = arith.constant 0 : index
+  %rows = arith.constant {rows} : index
+  %size = tensor.dim %out, %c0 : tensor<?xf32>
+  %ok = arith.cmpi eq, %size, %rows : index
+  cf.assert %ok, "called with another candidate's output"
+  %one = arith.constant 1.0 : f32
+  %0 = linalg.fill ins(%one : f32) outs(%out : tensor<?xf32>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}}
+"""
+    return CandidateModule(text, f"fill{rows}", OutputType.LINALG_ON_TENSORS, "fast", 1, True)
+
+
+def test_finalists_whose_arguments_went_are_timed_on_outputs_of_their_own_sizes(worker: JITWorker) -> None:
+    """A candidate timed on another's arguments gets the outputs the host code allocated at
+    its own sizes: its code relies on the sizes its launch checked, and writes past the end
+    of a smaller output (which corrupted the worker's heap and killed it)."""
+    functions = [worker.compile(_filling(rows)) for rows in range(1, WORKER_ARGUMENTS + 5)]
+    x = torch.zeros(4)
+    for rows, function in enumerate(functions, start=1):
+        assert function.held_by == (1,)  # the result is written into the output in place
+        torch.testing.assert_close(function(x, torch.empty(rows), allocated=frozenset({1}))[0], torch.ones(rows))
+    samples = worker.interleave(functions, repeat=2, max_total_ms=None)
+    assert len(samples) == len(functions) and all(s and all(t > 0 for t in s) for s in samples)
+
+
 ABORT = _module("boom", """
   %false = arith.constant false
   cf.assert %false, "candidate aborts"

@@ -3,7 +3,8 @@
 padded width whose lanes past the row read 0 and are never stored; a reduction or softmax over
 it sees the row alone (rows of negative numbers, where a padding 0 would win a maximum); lanes
 of factories are real (a dot over all of them), ``hl.zeros([n])`` as many as Helion pads it to; device ``torch.empty`` is Inductor's zero fill.
-Compared with torch under Helion's generated configs, ragged and divisible row counts.
+Compared with torch under Helion's generated configs, ragged and divisible row counts; a
+padded row stored into an output writes that output alone (guard regions around it).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 from config_fuzz import random_configs
 from examples_util import load_example
 from filecheck_util import run_filecheck
+from out_of_range_util import GUARD, SENTINEL, guarded
 
 from helion_mlir import compile_kernel, generate_mlir
 
@@ -75,3 +77,29 @@ CHECK: %[[LOWEST:$ssa]] = arith.constant 0xFF800000 : f32
 CHECK: arith.select %{{$ssa}}, %{{$ssa}}, %[[LOWEST]] : f32
 CHECK: arith.maximumf
 """).substitute(ssa=SSA))
+
+
+def _zeros(x: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.zeros(n, dtype=torch.float32, device=x.device)
+
+
+@pytest.mark.parametrize("pipeline", ["fast", "plain"])
+def test_padded_rows_stored_per_block_write_their_output_alone(pipeline: str) -> None:
+    """64-lane sums of 56-column rows, one per block of rows, into an output the host code
+    sizes by the block size: the compiled function, called on tensors between guard regions
+    (the host code allocates the output, so the test calls the function itself), writes the
+    56 columns of each block's row and nothing around them, call after call."""
+    x = _rows(100, 56, 7)
+    bound = KERNELS.block_column_sums.bind((x, _zeros))
+    configs = [bound.config_spec.default_config(), *random_configs(bound, seed=56, count=2)]
+    for config in configs:
+        compiled = compile_kernel(bound, config=config, pipeline=pipeline, threads=2)
+        block = config.block_sizes[0]
+        expected = torch.stack([x[row:row + block].sum(0) for row in range(0, len(x), block)])
+        torch.testing.assert_close(compiled(x, _zeros), expected, msg=lambda m, c=config: f"{c}: {m}")
+        (rows, rows_buffer), (out, out_buffer) = guarded(x), guarded(torch.full_like(expected, float("nan")))
+        for _ in range(3):
+            (result,) = compiled.function(rows, out)
+            torch.testing.assert_close(result, expected, msg=lambda m, c=config: f"{c}: {m}")
+        for buffer in (rows_buffer, out_buffer):
+            assert torch.all(buffer[:GUARD] == SENTINEL) and torch.all(buffer[-GUARD:] == SENTINEL), config

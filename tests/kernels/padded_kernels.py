@@ -3,9 +3,11 @@ tests/test_padded_dims.py, written as users write them: an accumulator of
 ``helion.next_power_of_2(n)`` lanes that a row is added into (Helion then reads ``x[tile, :]``
 as that many lanes, the last ones padding), row maxima and a softmax over such rows, a dot
 of two padded factories, and column sums into an
-``hl.zeros([n])`` (which Helion pads too)."""
+``hl.zeros([n])`` (which Helion pads too) or into a tensor a factory argument makes."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import helion
 import helion.language as hl
@@ -58,6 +60,21 @@ def column_sums(x: torch.Tensor) -> torch.Tensor:
             sums += x[inner, :].to(torch.float32).sum(0)
         partial[outer.id, :] = sums
     return partial.sum(0)
+
+
+@helion.kernel(static_shapes=True)
+def block_column_sums(x: torch.Tensor, factory: Callable[[torch.Tensor, int], torch.Tensor]) -> torch.Tensor:
+    """Each block of rows' column sums, as one row of an output the host code sizes by the
+    block size, into an accumulator ``factory`` makes at the row length."""
+    m_block = hl.register_block_size(x.size(0))
+    partial = x.new_empty([(x.size(0) + m_block - 1) // m_block, x.size(1)], dtype=torch.float32)
+    n = hl.specialize(x.size(1))
+    for outer in hl.tile(x.size(0), block_size=m_block):
+        sums = factory(x, n)
+        for inner in hl.tile(outer.begin, outer.end):
+            sums += x[inner, :].to(torch.float32).sum(0)
+        partial[outer.id, :] = sums
+    return partial
 
 
 @helion.kernel(static_shapes=True)

@@ -17,10 +17,8 @@ from typing import Any
 
 import torch
 
-from ...errors import ArgumentError
 from ...lru_cache import LRUCache
 from ..cpu.engine import CompiledFunction, clear_compile_cache, compile_module
-from ..params import TensorParam, check_scalar, check_tensor
 from .protocol import CandidateModule, Signature, receive, send
 from .timing import bitwise, interleave, measure
 
@@ -35,12 +33,25 @@ WORKER_ARGUMENTS = 16
 
 
 @dataclass(frozen=True)
+class _Layout:
+    """What of a candidate's last run the worker keeps for good: each argument's dtype,
+    sizes and strides (a scalar's value), and the positions the host code allocated."""
+
+    args: tuple[tuple[Any, ...], ...]
+    allocated: frozenset[int]
+
+
+@dataclass(frozen=True)
 class _Call:
     """A candidate's last run: its arguments, and which of them the kernel's host code
     allocated for that call (its outputs), which a timed call allocates afresh too."""
 
     args: tuple[Any, ...]
     allocated: frozenset[int]
+
+    @property
+    def layout(self) -> _Layout:
+        return _Layout(tuple(_layout(value) for value in self.args), self.allocated)
 
 
 class _Server:
@@ -50,6 +61,7 @@ class _Server:
         self.functions: LRUCache[CompiledFunction] = LRUCache(WORKER_FUNCTIONS)
         self.modules: dict[str, CandidateModule] = {}
         self.last_calls: LRUCache[_Call] = LRUCache(WORKER_ARGUMENTS)
+        self.layouts: dict[str, _Layout] = {}  # every candidate's, kept when its arguments go
         self.inputs: list[torch.Tensor] = []  # recent read-only inputs, shared between candidates
         #: Test hook (see :meth:`.worker.JITWorker.inject_fault`): the request kind and its
         #: number, counted from when the fault was armed, on which this process kills itself.
@@ -83,7 +95,9 @@ class _Server:
             key, args, allocated = message[1:]
             fn = self.function(key)
             args = self._share_inputs(fn, args)
-            self.last_calls.put(key, _Call(args, frozenset(allocated)))
+            call = _Call(args, frozenset(allocated))
+            self.last_calls.put(key, call)
+            self.layouts[key] = call.layout
             return fn(*_working_copies(fn, args))
         if kind == "time":
             key, warmup_ms, rep_ms = message[1:]
@@ -98,6 +112,7 @@ class _Server:
             self.functions.clear()
             self.modules.clear()
             self.last_calls.clear()
+            self.layouts.clear()
             self.inputs.clear()
             return None
         if kind == "fault":
@@ -135,7 +150,7 @@ class _Server:
         the preparation each timed call needs: the written arguments restored, when the
         function reads what it wrote (two calls in a row leave different values)."""
         fn = self.function(key)
-        last = self.arguments(key, fn)
+        last = self.arguments(key)
         args = last.args
         working = _working_copies(fn, args)
         written = sorted(_written(fn))
@@ -161,32 +176,46 @@ class _Server:
 
         return call, (restore_kept if reads.intersection(kept) else None)
 
-    def arguments(self, key: str, fn: CompiledFunction) -> _Call:
+    def arguments(self, key: str) -> _Call:
         """The arguments of candidate ``key``'s last run. When they were dropped to bound the
-        worker's memory, those of another candidate that ``fn`` accepts: the worker serves
-        one tuning run at a time (it forgets between runs), and every candidate of a run is
-        called with the same kernel arguments, so any of them is that call."""
+        worker's memory, those of another candidate, as that run's were: the worker serves
+        one tuning run at a time, and every candidate of a run is called with the same kernel
+        arguments, but the outputs the host code allocates may differ (their sizes may
+        depend on a block size: ``x.new_empty([cdiv(m, block_m), n])``). A candidate's code
+        relies on the sizes its launch checked (docs/abi.md), so another call serves only
+        if each argument has the sizes and strides of the candidate's own, or is an output
+        the host code allocated, which is then allocated at the candidate's sizes, zeroed."""
         last = self.last_calls.get(key)
-        if last is None:
-            last = next((other for other in self.last_calls.values() if _accepts(fn, other.args)), None)
-        if last is None:
-            raise ValueError(f"candidate {key} has not run yet")
-        return last
+        if last is not None:
+            return last
+        layout = self.layouts.get(key)
+        found = None if layout is None else next(
+            (call for other in self.last_calls.values() if (call := _laid_out(other, layout)) is not None), None)
+        if found is None:
+            raise ValueError(f"candidate {key} has not run yet (or no kept call has its argument sizes)")
+        return found
 
 
-def _accepts(fn: CompiledFunction, args: tuple[Any, ...]) -> bool:
-    """Whether ``fn`` takes ``args`` as they are (types, dtypes and static sizes)."""
-    if len(args) != len(fn.params):
-        return False
-    try:
-        for index, (param, value) in enumerate(zip(fn.params, args)):
-            if isinstance(param, TensorParam):
-                check_tensor(fn.signature, param, value, index)
-            else:
-                check_scalar(fn.signature, param, value, index)
-    except ArgumentError:
-        return False
-    return True
+def _layout(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, torch.Tensor):
+        return (value.dtype, tuple(value.size()), value.stride())
+    return (type(value), value)
+
+
+def _laid_out(call: _Call, layout: _Layout) -> _Call | None:
+    """``call``'s arguments as ``layout``'s: each of the same layout kept, each output the
+    host code allocated allocated afresh at ``layout``'s sizes; None if any other differs."""
+    if len(call.args) != len(layout.args):
+        return None
+    args = []
+    for index, (value, want) in enumerate(zip(call.args, layout.args)):
+        if _layout(value) != want:
+            if index not in layout.allocated or not isinstance(value, torch.Tensor):
+                return None
+            dtype, size, stride = want
+            value = torch.empty_strided(size, stride, dtype=dtype).zero_()
+        args.append(value)
+    return _Call(tuple(args), layout.allocated)
 
 
 def _written(fn: CompiledFunction) -> set[int]:
