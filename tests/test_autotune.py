@@ -172,7 +172,6 @@ def test_second_process_uses_the_cached_config_and_times_nothing(tuned_repeated_
         import helion_mlir, helion, torch
         from helion_mlir.runtime.tuning.session import observed_sessions
         from kernels import tuning_kernels
-from model_counts import ModelCounts
         x = torch.randn(1 << 15, generator=torch.Generator().manual_seed(0))
         kernel = helion.kernel(tuning_kernels.repeated_copy, backend="mlir", autotune_effort="quick",
                                autotune_progress_bar=False)
