@@ -6,9 +6,9 @@ power of two (512) when the kernel builds values of that width
 (``hl.zeros([tile, helion.next_power_of_2(n)])``): ``x[tile, :]`` is then a 512-lane value
 whose last 12 lanes a load reads as 0 and a store skips (:mod:`.indexing`).
 
-A subscript of a device value (``hl.arange(n)[None, :]``) keeps its real size: positions
-computed from padding lanes would address other elements of a tensor. Lanes of a value built
-from a padded load past the real size are padding, which Helion's ``_mask_to`` (inserted before reductions and
+A whole-dim subscript of a device value of the real size (``hl.arange(n)[None, :]``) is
+padded the same way (:func:`widened`). Lanes of a value built from such a load or subscript
+past the real size are padding, which Helion's ``_mask_to`` (inserted before reductions and
 dots) sets to the reduction's identity, as reference mode computes on the 500 lanes alone.
 Lanes of values built only by factories (``hl.full([tile, 512], v)``) are all real: a dot
 over them runs over all 512.
@@ -24,6 +24,8 @@ from helion._compiler.compile_environment import CompileEnvironment
 from helion.language import _tracing_ops, memory_ops, view_ops
 from torch import fx
 
+from .emitter import Emitter
+from .values import Tensor
 
 # control-flow targets -> positions of their subgraph ids among the node's args
 _SUBGRAPH_ARGS: dict[Any, tuple[int, ...]] = {
@@ -98,6 +100,26 @@ def _pads(node: fx.Node) -> bool:
     axes = [entry for entry in node.args[1] if entry is not None]  # one per dim of the source
     axes += [slice(None)] * (source_val.dim() - len(axes))  # dims left out are whole
     return any(entry == slice(None) and _number(size) in real for entry, size in zip(axes, source_val.shape))
+
+
+def widened(emit: Emitter, value: Tensor, meta: Any) -> Tensor:
+    """``value`` with each dim of the real size of a padded dim of ``meta`` widened to the
+    padded size, the new lanes 0 (as a load reads them)."""
+    if not isinstance(meta, torch.Tensor) or meta.dim() != value.rank:
+        return value
+    shape = tuple(want if isinstance(have, int) and is_padded_whole_dim(want, have) else have
+                  for have, want in zip(value.shape, meta.shape))
+    if shape == value.shape:
+        return value
+    dynamic = [emit.index(emit.dim(value, axis)) for axis, size in enumerate(shape) if size is None]
+    base = emit.fill(shape, value.dtype, 0, dynamic)
+    sizes = ", ".join(str(size) if size is not None else emit.index(emit.dim(value, axis)).ssa
+                      for axis, size in enumerate(value.shape))
+    zeros, ones = ", ".join("0" for _ in shape), ", ".join("1" for _ in shape)
+    result = Tensor(emit.fresh("widened"), shape, value.dtype)
+    emit.op(f"{result.ssa} = tensor.insert_slice {value.ssa} into {base.ssa}[{zeros}] [{sizes}] [{ones}]"
+            f" : {value.type} into {base.type}")
+    return result
 
 
 def _sources(graphs: Sequence[Any], node: fx.Node) -> list[fx.Node]:

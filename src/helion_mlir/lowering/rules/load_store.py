@@ -41,6 +41,7 @@ from ..memory_access import (
     valid_region,
     value_to_store,
 )
+from ..padding import widened
 from ..registry import register_lowering
 from ..unit_dims import drop_unit_dims, expand_dims, subscript_value
 from ..values import Tensor
@@ -94,7 +95,7 @@ def lower_load(ctx: RuleContext, node: fx.Node) -> Tensor:
         source = ctx.value(node.args[0])
         if not isinstance(source, Tensor):
             raise HelionMLIRError("memory operations need a host tensor as their first argument")
-        return subscript_value(ctx.emit, source, list(node.args[1]))
+        return widened(ctx.emit, subscript_value(ctx.emit, source, list(node.args[1])), node.meta.get("val"))
     settle_unit_dims(ctx, host.name, node.args[1])
     emit = ctx.emit
     mask = _mask_arg(ctx, node, 2)

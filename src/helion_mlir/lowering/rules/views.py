@@ -10,6 +10,7 @@ from ...errors import HelionMLIRError
 from ..context import RuleContext
 from ..helion_compat import original_args
 from ..packed_pairs import unpack_pair_halves
+from ..padding import widened
 from ..registry import register_lowering
 from ..unit_dims import subscript_value
 from ..values import Tensor
@@ -18,7 +19,7 @@ from ..values import Tensor
 @register_lowering(view_ops.subscript)
 def lower_subscript(ctx: RuleContext, node: fx.Node) -> Tensor:
     value = subscript_value(ctx.emit, ctx.tensor(node.args[0]), list(node.args[1]))
-    return value
+    return widened(ctx.emit, value, node.meta.get("val"))  # Helion pads hl.arange(37)[None, :] to 64 lanes
 
 
 @register_lowering(view_ops.split)
