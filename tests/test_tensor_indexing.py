@@ -83,15 +83,22 @@ def test_rows_added_at_repeated_indices_all_accumulate(targets: int, count: int,
     torch.testing.assert_close(got, torch.zeros(targets, width).index_add_(0, index, x), rtol=1e-5, atol=1e-5)
 
 
-def test_scatter_mask_is_broadcast_to_the_value_before_the_lane_loops() -> None:
+def test_scatter_mask_is_broadcast_to_the_value_and_drops_padding_lanes_before_the_lane_loops() -> None:
+    """``hl.arange(12)`` is 16 lanes in Helion's device IR: the positions of lanes 12-15 would
+    address the next row, so the store's mask keeps lanes below 12 only (and the row tile's
+    16 lanes all: a tile is not padding)."""
     x, rows, keep = torch.randn(37, 12), torch.randperm(37), torch.rand(37) < 0.5
     filecheck(generate_mlir(KERNELS.masked_flat_scatter.bind((x, rows, keep))), """
         // CHECK-LABEL: func.func @masked_flat_scatter(
         // CHECK:       %[[COLUMN:$V]] = tensor.expand_shape %{{$V}} {{.*}} into tensor<16x1xi1>
-        // CHECK:       %[[MASK:$V]] = linalg.generic {{.*}} ins(%[[COLUMN]] : tensor<16x1xi1>) outs(%{{$V}} : tensor<16x12xi1>)
+        // CHECK:       %[[KEEP:$V]] = linalg.generic {{.*}} ins(%[[COLUMN]] : tensor<16x1xi1>) outs(%{{$V}} : tensor<16x16xi1>)
+        // CHECK:       %[[REAL:$V]] = linalg.generic
+        // CHECK:         %[[LANE:$V]] = linalg.index 1 : index
+        // CHECK:         arith.cmpi slt, %[[LANE]], %{{$V}} : index
+        // CHECK:       %[[MASK:$V]] = linalg.generic {{.*}} ins(%[[KEEP]], %[[REAL]] : tensor<16x16xi1>, tensor<16x16xi1>)
         // CHECK:       scf.for %[[ROW:$V]] =
         // CHECK:         scf.for %[[COL:$V]] =
-        // CHECK:           tensor.extract %[[MASK]][%[[ROW]], %[[COL]]] : tensor<16x12xi1>
+        // CHECK:           tensor.extract %[[MASK]][%[[ROW]], %[[COL]]] : tensor<16x16xi1>
         // CHECK:           arith.select
         // CHECK:           tensor.insert
     """)

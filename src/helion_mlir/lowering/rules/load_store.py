@@ -5,7 +5,7 @@ operand, the lanes past a jagged tile's row end, and indexing a device value."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -41,7 +41,8 @@ from ..memory_access import (
     valid_region,
     value_to_store,
 )
-from ..padding import widened
+from ..padding import padded_extent, widened
+from ..ragged import mask_lanes
 from ..registry import register_lowering
 from ..unit_dims import drop_unit_dims, expand_dims, subscript_value
 from ..values import Tensor
@@ -141,6 +142,7 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
         accesses = without_new_axes(accesses)
     if any(a.kind is AccessKind.TENSOR for a in accesses):
         mask = _and_masks(emit, mask, jagged_lane_mask(ctx, dims, value))
+        mask = _and_masks(emit, mask, _real_lanes(emit, value, node.args[1]))
         ctx.write(scatter(emit, dest, host.name, accesses, value, mask, lambda old, new, _t: new, keep_old=False)[0])
         return None
     valid = valid_region(emit, value, accesses)
@@ -156,6 +158,27 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
 
     ctx.write(guarded_update(emit, inside, store, [dest])[0])
     return None
+
+
+def _real_lanes(emit: Emitter, value: Tensor, index: Sequence[Any]) -> Tensor | None:
+    """An i1 tensor of ``value``'s shape, true on the lanes inside the real size of each padded
+    whole dim (:mod:`..padding`) of the index tensors; None when they have none. A scatter's
+    positions in the padding lanes (``rows[:, None] * d + hl.arange(d)[None, :]`` over 16 lanes
+    for ``d = 12``) address other elements of the tensor: Helion's code masks them, so no lane
+    there is stored. Dims are read from Helion's shapes, where a tile's size is a symbol and a
+    padded whole dim a number, never from the emitted shape (a tile of 16 is not padding)."""
+    dims: dict[int, int] = {}
+    for entry in index:
+        val = entry.meta.get("val") if isinstance(entry, fx.Node) else None
+        if not isinstance(val, torch.Tensor) or val.dim() > value.rank:
+            continue
+        offset = value.rank - val.dim()  # index tensors broadcast from the right
+        for axis, size in enumerate(val.shape):
+            if (extent := padded_extent(size)) is not None and value.shape[offset + axis] == size:
+                dims[offset + axis] = extent
+    if not dims:
+        return None
+    return mask_lanes(emit, emit.fill(value.shape, torch.bool, True), sorted(dims.items()), False)
 
 
 def _and_masks(emit: Emitter, a: Tensor | None, b: Tensor | None) -> Tensor | None:
