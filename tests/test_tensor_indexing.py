@@ -227,3 +227,18 @@ def test_one_element_gathers_match_torch(pipeline: str) -> None:
     for seed in range(3):
         target = torch.randint(0, logits.size(1), target.shape, generator=torch.Generator().manual_seed(seed))
         torch.testing.assert_close(compiled(logits, target), module.reference(logits, target), **module.TOLERANCE)
+
+
+@pytest.mark.parametrize("block", [1, 8, 16, 64])
+@pytest.mark.parametrize("shape", [(5, 3), (37, 12)])
+def test_masked_scatter_with_dynamic_columns_writes_exactly_the_kept_rows(shape: tuple[int, int], block: int) -> None:
+    """With dynamic columns the row mask ``keep[tile][:, None]`` is broadcast to every column
+    (it was read one column wide at every column, past its end, and dropped kept values)."""
+    gen = torch.Generator().manual_seed(block)
+    x, rows, keep = torch.randn(*shape, generator=gen), torch.randperm(shape[0], generator=gen), torch.rand(shape[0], generator=gen) < 0.7
+    x[0, 0] = float("nan")
+    kernel = helion.kernel(KERNELS.masked_flat_scatter.fn, static_shapes=False)
+    compiled = compile_kernel(kernel.bind((x, rows, keep)), config=helion.Config(block_sizes=[block]))
+    expected = torch.zeros_like(x)
+    expected[rows[keep]] = x[keep]
+    torch.testing.assert_close(compiled(x, rows, keep), expected, rtol=0, atol=0, equal_nan=True)

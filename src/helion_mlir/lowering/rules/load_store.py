@@ -133,7 +133,7 @@ def lower_store(ctx: RuleContext, node: fx.Node) -> None:
     emit = ctx.emit
     value = value_to_store(emit, ctx.value(value_node), dest, accesses)
     dims = index_dims(ctx, node.args[1], value.rank)
-    mask = fit_to(emit, _mask_for(emit, extra_mask, value), value.shape) if extra_mask is not None else None
+    mask = _lanes_of(emit, fit_to(emit, _mask_for(emit, extra_mask, value), value.shape), value) if extra_mask is not None else None
     units = new_axis_dims(accesses)  # x[None, :, j] = v: the unit dims of None entries address nothing
     if units:
         value = drop_unit_dims(emit, value, units)
@@ -179,6 +179,15 @@ def _real_lanes(emit: Emitter, value: Tensor, index: Sequence[Any]) -> Tensor | 
     if not dims:
         return None
     return mask_lanes(emit, emit.fill(value.shape, torch.bool, True), sorted(dims.items()), False)
+
+
+def _lanes_of(emit: Emitter, mask: Tensor, value: Tensor) -> Tensor:
+    """``mask`` broadcast to ``value``'s lanes, a unit dim to a dynamic one too (``fit_to`` keeps
+    a unit dim where the target is dynamic: ``keep[tile][:, None]`` against ``d`` dynamic columns
+    stayed one column wide, and the scatter read it at every column, past its end)."""
+    if mask.shape == value.shape:
+        return mask
+    return emit.elementwise([value, mask], value.shape, mask.dtype, lambda args, _index: args[1], hint="mask")
 
 
 def _and_masks(emit: Emitter, a: Tensor | None, b: Tensor | None) -> Tensor | None:

@@ -21,7 +21,6 @@ import torch
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 
-from ...errors import ArgumentError
 from ...lru_cache import LRUCache
 from ...mlir_context import mlir_session
 from ...mlir_types import PACKED_PAIR_DTYPES
