@@ -15,14 +15,19 @@ examples' kernels (``examples/rms_norm.py``, ``swiglu.py``, ``attention.py``,
 ``cross_entropy.py``) compiled by ``compile_kernel`` (fast pipeline) in place of those ops.
 Each kernel is also timed inside the block (``time.perf_counter`` around its call, between
 the neighbouring torch ops) and alone (called back to back on the same inputs) in the same
-rounds. Run it in a process of its own: it sets torch's thread count for the measurement and
-leaves torch.compile's and the kernels' caches filled.
+rounds, with the part of that time its compiled code takes (the rest is the host side:
+argument checks, Helion's host code with its output allocation, the launch) and the page
+faults of its calls; beside it, as a floor no kernel can go under, a clone of the kernel's
+first input in the kernel's place (a torch op writing a fresh tensor from the same bytes),
+in the block and alone. Run it in a process of its own: it sets torch's thread count for the
+measurement and leaves torch.compile's and the kernels' caches filled.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -64,29 +69,74 @@ KERNELS = {"rms_norm": [16], "swiglu": [16, 256], "attention": [1, 64, 64], "cro
 Ops = dict[str, Callable[..., torch.Tensor]]
 
 
-class KernelInBlock:
-    """An example kernel as a block calls it: compiled on its first call for that call's
-    arguments (the block's own intermediates, kept for timing it alone); every call timed."""
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+class TimedOp:
+    """An op a block calls in a kernel's place, every call timed, with the page faults it
+    took (first touches of fresh memory, as of a newly mapped output) and, when the op runs
+    compiled code, that code's part of the time; ``alone()`` calls it again on the arguments
+    of its first call (the block's own intermediates, kept for timing it alone)."""
+
+    def __init__(self) -> None:
+        self.args: tuple[Any, ...] = ()
+        self.seconds: list[float] = []
+        self.code_seconds: list[float] = []
+        self.faults: list[int] = []
+
+    def run(self, *args: Any) -> torch.Tensor:
+        raise NotImplementedError
+
+    def __call__(self, *args: Any) -> torch.Tensor:
+        if not self.args:
+            self.args = args
+        faults, started = _minor_faults(), time.perf_counter()
+        out = self.run(*args)
+        self.seconds.append(time.perf_counter() - started)
+        self.faults.append(_minor_faults() - faults)
+        return out
+
+    def alone(self) -> torch.Tensor:
+        return self(*self.args)
+
+    def clear(self) -> None:
+        self.seconds.clear()
+        self.code_seconds.clear()
+        self.faults.clear()
+
+
+class KernelInBlock(TimedOp):
+    """An example kernel as a block calls it, compiled on its first call for that call's arguments."""
 
     def __init__(self, example: str, threads: int) -> None:
+        super().__init__()
         fn = load_example_by_name(example).KERNEL.fn
         self.kernel = helion.kernel(fn, config=helion.Config(block_sizes=KERNELS[example]))
         self.threads = threads
         self.compiled: Any = None
-        self.args: tuple[Any, ...] = ()
-        self.seconds: list[float] = []
 
-    def __call__(self, *args: Any) -> torch.Tensor:
+    def run(self, *args: Any) -> torch.Tensor:
         if self.compiled is None:
             self.compiled = compile_kernel(self.kernel, args, threads=self.threads)
-            self.args = args
-        started = time.perf_counter()
-        out = self.compiled(*args)
-        self.seconds.append(time.perf_counter() - started)
-        return out
+            run_function = self.compiled._run_function  # the hook that calls the compiled function
 
-    def alone(self) -> torch.Tensor:
-        return self.compiled(*self.args)
+            def timed(function: Any, call: list[Any], call_args: tuple[Any, ...]) -> tuple[Any, ...]:
+                started = time.perf_counter()
+                try:
+                    return run_function(function, call, call_args)
+                finally:
+                    self.code_seconds.append(time.perf_counter() - started)
+
+            self.compiled._run_function = timed
+        return self.compiled(*args)
+
+
+class CloneInBlock(TimedOp):
+    """A clone of the first argument: a torch op writing a fresh tensor of the same bytes."""
+
+    def run(self, *args: Any) -> torch.Tensor:
+        return args[0].clone()
 
 
 @dataclass
@@ -159,39 +209,70 @@ def _max_error(got: torch.Tensor, want: torch.Tensor) -> float:
     return (got.float() - want.float()).abs().max().item()
 
 
+def _call_medians(op: TimedOp) -> dict[str, float]:
+    """Medians over one contender's calls of ``op``: seconds, its compiled code's seconds (0 for a
+    torch op) and page faults. ``_per_call``'s first call sizes its loop and is not in its time: nor here."""
+    def median(values: list[float] | list[int]) -> float:
+        return float(statistics.median(values[1:] or values)) if values else 0.0
+
+    return dict(seconds=median(op.seconds), code=median(op.code_seconds), faults=median(op.faults))
+
+
 def _measure_block(block: Block, dtype: torch.dtype, threads: int, rounds: int, budget: float,
                    settle: float) -> dict[str, Any]:
     kernels = {name: KernelInBlock(name, threads) for name in block.eager_ops}
+    clones = {name: CloneInBlock() for name in block.eager_ops}
     ours = lambda: block.forward(kernels, *block.inputs)  # noqa: E731
     eager = lambda: block.forward(block.eager_ops, *block.inputs)  # noqa: E731
     # Every block goes through this one lambda: static shapes, so that a block after one of other
     # sizes is not compiled for dynamic sizes (what torch.compile does on a frame's second shape).
     compiled = torch.compile(eager, dynamic=False)
     want, got = eager(), ours()
+    block.forward(clones, *block.inputs)
     started = time.perf_counter()
     compiled_out = compiled()
     compile_s = time.perf_counter() - started
-    contenders = {"eager": eager, "torch.compile": compiled, "ours": ours}
+    contenders = {"eager": eager, "torch.compile": compiled, "ours": ours,
+                  "clones": lambda: block.forward(clones, *block.inputs)}
     contenders |= {f"{name} alone": kernel.alone for name, kernel in kernels.items()}
-    samples: dict[str, list[float]] = {name: [] for name in [*contenders, *kernels]}
+    contenders |= {f"{name} clone alone": clone.alone for name, clone in clones.items()}
+    # Which ops' calls each contender makes, and where: (kernel name, whether ours or the clone), place.
+    ops = {**{(name, True): op for name, op in kernels.items()}, **{(name, False): op for name, op in clones.items()}}
+    places = {"ours": [((name, True), "block") for name in kernels],
+              "clones": [((name, False), "block") for name in kernels]}
+    places |= {f"{name} alone": [((name, True), "alone")] for name in kernels}
+    places |= {f"{name} clone alone": [((name, False), "alone")] for name in kernels}
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    calls: dict[tuple[tuple[str, bool], str], list[dict[str, float]]] = {}
     for _ in range(rounds):
         for name, fn in contenders.items():
-            for kernel in kernels.values():
-                kernel.seconds.clear()
+            for op in ops.values():
+                op.clear()
             time.sleep(settle)
             samples[name].append(_per_call(fn, budget))
-            if name == "ours":
-                for kernel_name, kernel in kernels.items():
-                    # _per_call's first call sizes the loop and is not in the block's time: nor here.
-                    samples[kernel_name].append(statistics.fmean(kernel.seconds[1:]))
+            for key, where in places.get(name, []):
+                calls.setdefault((key, where), []).append(_call_medians(ops[key]))
     median = {name: statistics.median(times) for name, times in samples.items()}
+
+    def stat(key: tuple[str, bool], where: str, what: str) -> float:
+        return statistics.median(c[what] for c in calls[(key, where)])
+
+    def ratio(key: tuple[str, bool], what: str) -> float:
+        """In the block over alone, the median of the per-round ratios."""
+        pairs = [(b[what], a[what]) for b, a in zip(calls[(key, "block")], calls[(key, "alone")]) if a[what] > 0]
+        return statistics.median(b / a for b, a in pairs) if pairs else math.nan
+
     return dict(
         name=block.name, dtype=str(dtype).removeprefix("torch."), sizes=block.sizes,
         eager_s=median["eager"], compiled_s=median["torch.compile"], ours_s=median["ours"],
         compile_ratio=_ratios(samples, "ours", "torch.compile"), eager_ratio=_ratios(samples, "ours", "eager"),
         error=_max_error(got, want), compiled_error=_max_error(compiled_out, want), inductor_compile_s=compile_s,
-        kernels=[dict(name=name, in_block_s=median[name], alone_s=median[f"{name} alone"],
-                      ratio=_ratios(samples, name, f"{name} alone"), share=median[name] / median["ours"])
+        kernels=[dict(name=name, in_block_s=stat((name, True), "block", "seconds"),
+                      alone_s=stat((name, True), "alone", "seconds"), ratio=ratio((name, True), "seconds"),
+                      code_ratio=ratio((name, True), "code"), faults_in_block=stat((name, True), "block", "faults"),
+                      faults_alone=stat((name, True), "alone", "faults"), clone_ratio=ratio((name, False), "seconds"),
+                      clone_faults_in_block=stat((name, False), "block", "faults"),
+                      share=stat((name, True), "block", "seconds") / median["ours"])
                  for name in kernels])
 
 
@@ -255,16 +336,23 @@ def render_blocks(data: dict[str, Any]) -> str:
     lines += [
         "",
         "Each kernel inside its block (`time.perf_counter` around the call, between the neighbouring torch ops)",
-        "and alone (called back to back on the block's own inputs, in the same rounds); `in block / alone` is the",
-        "median within-round ratio, `share` the kernel's part of the `ours` block's time. A ratio well above 1",
-        "says the kernel's parallel region pays for following torch's: threads of another runtime still",
-        "holding the cores, or its inputs no longer in cache.",
+        "and alone (called back to back on the block's own inputs, in the same rounds): the median of the calls",
+        "in a round, then over rounds; `in block / alone` is the median within-round ratio, for the whole call and",
+        "for its compiled code (the rest is the host side: argument checks, Helion's host code, which allocates",
+        "the output, and the launch); `page faults` the median per call (a fresh output of 23 MiB, newly mapped",
+        "by the allocator, takes 5632 on first touch); `clone` is a torch op in the kernel's place, a clone of its",
+        "first input (a fresh tensor of the same bytes), in block / alone, with its page faults in the block: what",
+        "the same place does to a torch op; `share` is the kernel's part of the `ours` block's time.",
         "",
-        "| block | dtype | kernel | in block (ms) | alone (ms) | in block / alone | share of the block |",
-        "|---|---|---|---|---|---|---|",
+        "| block | dtype | kernel | in block (ms) | alone (ms) | in block / alone | compiled code in block / alone "
+        "| page faults per call (in block / alone) | clone in block / alone (its page faults in block) "
+        "| share of the block |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [f"| {r['name']} | {r['dtype']} | {k['name']} | {k['in_block_s'] * 1e3:.3f} | {k['alone_s'] * 1e3:.3f} | "
-              f"{k['ratio']:.2f} | {100 * k['share']:.1f}% |" for r, k in kernels]
+              f"{k['ratio']:.2f} | {k['code_ratio']:.2f} | {k['faults_in_block']:.0f} / {k['faults_alone']:.0f} | "
+              f"{k['clone_ratio']:.2f} ({k['clone_faults_in_block']:.0f}) | {100 * k['share']:.1f}% |"
+              for r, k in kernels]
     lines += ["", f"Largest in block / alone: {worst['ratio']:.2f} ({worst['name']} in the {worst_row['dtype']} "
                   f"{worst_row['name']} block).", ""]
     return "\n".join(lines)

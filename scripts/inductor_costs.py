@@ -198,7 +198,9 @@ def _row(case: Case, threads: int, rounds: int, budget: float, between: Callable
     if case.floor is not None:
         floor = compile_kernel(case.floor[1].bind(case.args), threads=threads)
         contenders["floor"] = lambda: floor(*case.args)
-    samples = _alone_and_interleaved(contenders, ["ours", "inductor"], between, rounds, budget)
+    # The fresh copy too: what the torch op before a call does to a torch op moving the same bytes.
+    interleaved = ["ours", "inductor", *(["fresh copy"] if case.memory_bound else [])]
+    samples = _alone_and_interleaved(contenders, interleaved, between, rounds, budget)
     single = compile_kernel(kernel.bind(case.args), threads=1)
     torch.set_num_threads(1)
     try:
@@ -221,6 +223,8 @@ def _row(case: Case, threads: int, rounds: int, budget: float, between: Callable
                 interleaved_ratio=interleaved_ratio, interleaved_s=statistics.median(samples["ours interleaved"]),
                 interleaved_over_alone=statistics.median(_ratios(samples, "ours interleaved", "ours")),
                 inductor_interleaved_over_alone=statistics.median(_ratios(samples, "inductor interleaved", "inductor")),
+                copy_interleaved_over_alone=statistics.median(_ratios(samples, "fresh copy interleaved", "fresh copy"))
+                if case.memory_bound else None,
                 eager_ratio=statistics.median(_ratios(samples, "ours", "eager")),
                 one_thread_ratio=statistics.median(_ratios(one, "ours", "inductor")),
                 rate=rate, share=share("ours"), one_thread_s=statistics.median(one["ours"]), inductor_share=share("inductor"), fresh_share=share("fresh copy"),
@@ -317,9 +321,12 @@ def _interleaving_summary(rows: list[dict[str, Any]]) -> str:
     theirs = [r["inductor_interleaved_over_alone"] for r in rows]
     worst = max(rows, key=lambda r: r["interleaved_over_alone"])
     worse = [r["name"] for r in rows if r["interleaved_ratio"] > r["alone_ratio"]]
+    copies = [r["copy_interleaved_over_alone"] for r in rows if r.get("copy_interleaved_over_alone") is not None]
+    floor = (f", and a fresh copy moving a memory-bound kernel's bytes {min(copies):.2f}-{max(copies):.2f}x "
+             f"(median {statistics.median(copies):.2f})" if copies else "")
     return (f"Interleaved with {BETWEEN}, our kernels took {min(ours):.2f}-{max(ours):.2f}x their time alone "
             f"(median {statistics.median(ours):.2f}; the most: {worst['name']}), Inductor's "
-            f"{min(theirs):.2f}-{max(theirs):.2f}x (median {statistics.median(theirs):.2f}). "
+            f"{min(theirs):.2f}-{max(theirs):.2f}x (median {statistics.median(theirs):.2f}){floor}. "
             + (f"The interleaved ratio to Inductor is the worse one for {len(worse)} of {len(rows)} kernels."
                if worse else "The ratio to Inductor alone is the worse one for every kernel."))
 
@@ -356,7 +363,9 @@ def render_inductor(data: dict[str, Any]) -> str:
         f"column), on {threads} threads in one process, in alternating rounds; ratios are medians over rounds",
         "of the within-round ratio. Users call kernels between torch ops, so each round also times single calls",
         f"of ours and of Inductor's, each right after {BETWEEN} in torch (not timed): `interleaved`, and",
-        "`interleaved / alone` (ours, then Inductor's) against the calls back to back. `ours / Inductor` is the",
+        "`interleaved / alone` (ours, then Inductor's, then that of the `fresh copy` below, a torch op moving",
+        "the kernel's bytes: the floor the torch op before a call sets) against the calls back to back.",
+        "`ours / Inductor` is the",
         "worse of the two ratios, alone and interleaved. `one thread` is the ratio to Inductor with both on one thread (per-core",
         "code apart from scaling). `bandwidth`, for a memory-bound kernel, is the time of a `Tensor.copy_` that",
         "moves the bytes the kernel must move (inputs read once, output written once) over the kernel's time,",
@@ -380,7 +389,8 @@ def render_inductor(data: dict[str, Any]) -> str:
                          " on an idle machine before drawing conclusions from small differences."
                          if data["load"] > 2 * threads else ""),
         "",
-        "| kernel | ours (ms) | interleaved (ms) | interleaved / alone (ours / Inductor) | eager (ms) | Inductor (ms) "
+        "| kernel | ours (ms) | interleaved (ms) | interleaved / alone (ours / Inductor / fresh copy) | eager (ms) "
+        "| Inductor (ms) "
         "| ours / Inductor | ours / eager | one thread | bandwidth or GFLOP/s (ours / Inductor) | fresh copy "
         "| Inductor compile (s) | max abs error to eager |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -389,9 +399,11 @@ def render_inductor(data: dict[str, Any]) -> str:
         rate = (f"{100 * r['share']:.0f}% / {100 * r['inductor_share']:.0f}%" if r["memory_bound"] else
                 f"{r['rate']:.0f} / {r['rate'] * r['ours_s'] / r['inductor_s']:.0f}")
         fresh = f"{100 * r['fresh_share']:.0f}%" if r["memory_bound"] else ""
+        copy = r.get("copy_interleaved_over_alone")
+        copy_interleaved = f"{copy:.2f}" if copy is not None else "-"
         lines.append(
             f"| {r['name']} | {r['ours_s'] * 1e3:.2f} | {r['interleaved_s'] * 1e3:.2f} | "
-            f"{r['interleaved_over_alone']:.2f} / {r['inductor_interleaved_over_alone']:.2f} | "
+            f"{r['interleaved_over_alone']:.2f} / {r['inductor_interleaved_over_alone']:.2f} / {copy_interleaved} | "
             f"{r['eager_s'] * 1e3:.2f} | {r['inductor_s'] * 1e3:.2f} | "
             f"{r['ratio']:.2f} | {r['eager_ratio']:.2f} | {r['one_thread_ratio']:.2f} | {rate} | {fresh} | "
             f"{r['inductor_compile_s']:.1f} | {r['error']:.1e} |")

@@ -81,13 +81,14 @@ def test_math_section_marks_functions_past_the_inductor_target_with_what_bounds_
 
 def _inductor_row(name: str, ratio: float, eager_ratio: float, one_thread: float, share: float | None,
                   fresh_share: float = 0.9, scaling: float = 1.0, interleaved: float = 1.0,
-                  inductor_interleaved: float = 1.0) -> dict:
+                  inductor_interleaved: float = 1.0, copy_interleaved: float = 1.0) -> dict:
     """A row whose ratio to Inductor alone is ``ratio``, and interleaved with a torch op
     ``ratio * interleaved / inductor_interleaved``."""
     interleaved_ratio = ratio * interleaved / inductor_interleaved
     return dict(name=name, memory_bound=share is not None, ours_s=0.002 * ratio, one_thread_s=0.002 * ratio * scaling,
                 eager_s=0.002 * ratio / eager_ratio, interleaved_s=0.002 * ratio * interleaved,
                 interleaved_over_alone=interleaved, inductor_interleaved_over_alone=inductor_interleaved,
+                copy_interleaved_over_alone=copy_interleaved if share is not None else None,
                 alone_ratio=ratio, interleaved_ratio=interleaved_ratio,
                 inductor_s=0.002, eager_ratio=eager_ratio, one_thread_ratio=one_thread, rate=20.0,
                 share=share, inductor_share=0.8 if share is not None else None,
@@ -124,8 +125,10 @@ def test_inductor_section_summarizes_the_targets_and_says_what_bounds_each_miss(
 
 
 def test_a_kernel_slower_between_torch_ops_is_judged_by_its_interleaved_ratio_to_inductor() -> None:
-    rows = [_inductor_row("RMS norm", 0.8, 0.4, 0.8, 0.9, interleaved=2.5, inductor_interleaved=1.25),
-            _inductor_row("softmax", 0.9, 0.9, 0.9, 0.9, interleaved=1.2, inductor_interleaved=1.5),
+    rows = [_inductor_row("RMS norm", 0.8, 0.4, 0.8, 0.9, interleaved=2.5, inductor_interleaved=1.25,
+                          copy_interleaved=1.3),
+            _inductor_row("softmax", 0.9, 0.9, 0.9, 0.9, interleaved=1.2, inductor_interleaved=1.5,
+                          copy_interleaved=1.1),
             _inductor_row("matmul bf16 1024^3", 0.5, 0.5, 0.5, None)]
     data = dict(threads=2, rows=rows, load=1.0, softmax=[], peaks=dict(copy_gbs=32.0, copy_rows_gbs=100.0,
                                                                           sgemm_gflops=180.0))
@@ -133,27 +136,33 @@ def test_a_kernel_slower_between_torch_ops_is_judged_by_its_interleaved_ratio_to
     # RMS norm: 0.8x Inductor alone, 0.8 * 2.5 / 1.25 = 1.6x interleaved; softmax: alone is the worse.
     assert "| no kernel above 1.5x Inductor | 1.60x (RMS norm) | missed |" in text
     assert f"| geometric mean of ours / Inductor <= 1 | {(1.6 * 0.9 * 0.5) ** (1 / 3):.2f} | met |" in text
-    assert "| RMS norm | 1.60 | 4.00 | 2.50 / 1.25 | 4.00 | 2.00 | 1.60 | 0.40 |" in text
-    assert "| softmax | 1.80 | 2.16 | 1.20 / 1.50 | 2.00 | 2.00 | 0.90 | 0.90 |" in text
+    assert "| RMS norm | 1.60 | 4.00 | 2.50 / 1.25 / 1.30 | 4.00 | 2.00 | 1.60 | 0.40 |" in text
+    assert "| softmax | 1.80 | 2.16 | 1.20 / 1.50 / 1.10 | 2.00 | 2.00 | 0.90 | 0.90 |" in text
+    assert "| matmul bf16 1024^3 | 1.00 | 1.00 | 1.00 / 1.00 / - |" in text  # no copy beside a compute-bound kernel
     assert ("our kernels took 1.00-2.50x their time alone (median 1.20; the most: RMS norm), Inductor's "
-            "1.00-1.50x (median 1.25). The interleaved ratio to Inductor is the worse one for 1 of 3 kernels.") in text
+            "1.00-1.50x (median 1.25), and a fresh copy moving a memory-bound kernel's bytes 1.10-1.30x (median "
+            "1.20). The interleaved ratio to Inductor is the worse one for 1 of 3 kernels.") in text
     assert ("- RMS norm (1.60x Inductor, 0.40x eager): alone it is 0.80x Inductor, but right after a 512x512 f32 "
             "matmul it takes 2.50x its time alone (Inductor's 1.25x); it moves 90% of the copy bandwidth") in text
 
 
-def _block_row(name: str, dtype: str, kernels: list[tuple[str, float, float]]) -> dict:
-    """A block whose ours side takes 10 ms, with (kernel, ms in the block, ms alone)."""
+def _block_row(name: str, dtype: str, kernels: list[tuple[str, float, float, int]]) -> dict:
+    """A block whose ours side takes 10 ms, with (kernel, ms in the block, ms alone, page faults per call in
+    the block); its compiled code and the clone in its place take 1.5x their time alone in the block."""
     return dict(name=name, dtype=dtype, sizes="2048x1024", eager_s=0.012, compiled_s=0.008, ours_s=0.010,
                 compile_ratio=1.25, eager_ratio=0.8, error=2e-6, compiled_error=1e-6, inductor_compile_s=3.0,
                 kernels=[dict(name=k, in_block_s=inside / 1e3, alone_s=alone / 1e3, ratio=inside / alone,
-                              share=inside / 10) for k, inside, alone in kernels])
+                              code_ratio=1.5, faults_in_block=faults, faults_alone=0, clone_ratio=1.5,
+                              clone_faults_in_block=faults, share=inside / 10)
+                         for k, inside, alone, faults in kernels])
 
 
 def test_blocks_section_sets_each_kernel_in_its_block_beside_its_time_alone() -> None:
-    rows = [_block_row("MLP", "float32", [("rms_norm", 0.6, 0.3), ("swiglu", 3.0, 2.5)]),
-            _block_row("loss head", "bfloat16", [("cross_entropy", 1.0, 0.9)])]
+    rows = [_block_row("MLP", "float32", [("rms_norm", 0.6, 0.3, 0), ("swiglu", 3.0, 2.5, 5632)]),
+            _block_row("loss head", "bfloat16", [("cross_entropy", 1.0, 0.9, 0)])]
     text = render_blocks(dict(threads=2, rounds=5, settle=0.25, rows=rows, load=1.5))
     assert "| MLP | float32 | 2048x1024 | 12.00 | 8.00 | 10.00 | 1.25 | 0.80 | 2.0e-06 / 1.0e-06 | 3.0 |" in text
-    assert "| MLP | float32 | rms_norm | 0.600 | 0.300 | 2.00 | 6.0% |" in text
-    assert "| loss head | bfloat16 | cross_entropy | 1.000 | 0.900 | 1.11 | 10.0% |" in text
+    assert "| MLP | float32 | rms_norm | 0.600 | 0.300 | 2.00 | 1.50 | 0 / 0 | 1.50 (0) | 6.0% |" in text
+    assert "| MLP | float32 | swiglu | 3.000 | 2.500 | 1.20 | 1.50 | 5632 / 0 | 1.50 (5632) | 30.0% |" in text
+    assert "| loss head | bfloat16 | cross_entropy | 1.000 | 0.900 | 1.11 | 1.50 | 0 / 0 | 1.50 (0) | 10.0% |" in text
     assert "Largest in block / alone: 2.00 (rms_norm in the float32 MLP block)." in text

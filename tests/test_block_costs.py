@@ -1,8 +1,10 @@
 """scripts/block_costs.py runs a model block three ways (eager, torch.compile, our kernel in
-place of torch's op) and its numbers agree with eager; tiny sizes, one round."""
+place of torch's op), and a clone in the kernel's place, and its numbers agree with eager; tiny
+sizes, one round."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -29,3 +31,6 @@ def test_a_loss_head_with_our_kernel_matches_eager_and_times_the_kernel_inside_i
     (kernel,) = row["kernels"]
     assert kernel["name"] == "cross_entropy"
     assert 0 < kernel["in_block_s"] < row["ours_s"] and kernel["alone_s"] > 0
+    # Its compiled code was timed apart from the host side, and so was a clone in its place.
+    assert math.isfinite(kernel["code_ratio"]) and kernel["code_ratio"] > 0
+    assert math.isfinite(kernel["clone_ratio"]) and kernel["clone_ratio"] > 0
