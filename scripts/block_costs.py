@@ -50,6 +50,10 @@ EPS = 1e-6
 # after a parallel region (libiomp5 for 200 ms by default), which would slow whichever
 # contender comes next in the round; inside a block that cost is the user's and is measured.
 SETTLE_S = 0.25
+# Untimed calls of each contender before its timed ones in a round: a block run over and over
+# reuses the memory its last run freed, while its first run after another contender's inherits
+# that contender's heap and, where it ended differently, faults its large outputs in afresh.
+WARMUP_CALLS = 2
 
 
 @dataclass(frozen=True)
@@ -219,7 +223,7 @@ def _call_medians(op: TimedOp) -> dict[str, float]:
 
 
 def _measure_block(block: Block, dtype: torch.dtype, threads: int, rounds: int, budget: float,
-                   settle: float) -> dict[str, Any]:
+                   settle: float, warmup: int) -> dict[str, Any]:
     kernels = {name: KernelInBlock(name, threads) for name in block.eager_ops}
     clones = {name: CloneInBlock() for name in block.eager_ops}
     ours = lambda: block.forward(kernels, *block.inputs)  # noqa: E731
@@ -246,9 +250,11 @@ def _measure_block(block: Block, dtype: torch.dtype, threads: int, rounds: int, 
     calls: dict[tuple[tuple[str, bool], str], list[dict[str, float]]] = {}
     for _ in range(rounds):
         for name, fn in contenders.items():
+            time.sleep(settle)
+            for _ in range(warmup):
+                fn()
             for op in ops.values():
                 op.clear()
-            time.sleep(settle)
             samples[name].append(_per_call(fn, budget))
             for key, where in places.get(name, []):
                 calls.setdefault((key, where), []).append(_call_medians(ops[key]))
@@ -278,7 +284,7 @@ def _measure_block(block: Block, dtype: torch.dtype, threads: int, rounds: int, 
 
 def measure_blocks(threads: int = 2, rounds: int = 5, budget: float = 0.3, sizes: dict[str, int] | None = None,
                    blocks: list[str] | None = None, dtypes: list[str] | None = None,
-                   settle: float = SETTLE_S) -> dict[str, Any]:
+                   settle: float = SETTLE_S, warmup: int = WARMUP_CALLS) -> dict[str, Any]:
     """Everything the module docstring lists, as plain data; ``sizes`` overrides fields of
     :class:`Sizes`, ``blocks`` and ``dtypes`` pick rows (by default all, in each dtype of ``BLOCKS``).
     Sets torch's thread count for the measurement and restores it."""
@@ -291,10 +297,10 @@ def measure_blocks(threads: int = 2, rounds: int = 5, budget: float = 0.3, sizes
         for name in blocks or list(BLOCKS):
             make, supported = BLOCKS[name]
             for dtype in (getattr(torch, d) for d in supported if dtypes is None or d in dtypes):
-                rows.append(_measure_block(make(chosen, dtype), dtype, threads, rounds, budget, settle))
+                rows.append(_measure_block(make(chosen, dtype), dtype, threads, rounds, budget, settle, warmup))
     finally:
         torch.set_num_threads(previous)
-    return dict(threads=threads, rounds=rounds, settle=settle, rows=rows, load=os.getloadavg()[0])
+    return dict(threads=threads, rounds=rounds, settle=settle, warmup=warmup, rows=rows, load=os.getloadavg()[0])
 
 
 def render_blocks(data: dict[str, Any]) -> str:
@@ -316,7 +322,9 @@ def render_blocks(data: dict[str, Any]) -> str:
         "and the output back, where `F.scaled_dot_product_attention` reads the transposed views. Ratios are",
         "medians over rounds of the within-round ratio; each contender's calls start after a pause of",
         f"{data['settle']:g} s, so that OpenMP workers still spinning after the previous contender's last call do not",
-        "slow it. `max abs error` is against the eager block's output.",
+        f"slow it, and {data.get('warmup', 0)} untimed calls, so that its timed calls find the heap as its own last",
+        "call left it (as in a model run over and over), not as another contender's did. `max abs error` is",
+        "against the eager block's output.",
         "",
         "- MLP: RMS norm -> gate and up projections -> SwiGLU -> down projection + residual;",
         "- attention: q, k, v projections -> attention over the heads -> output projection (f32 only: the",
