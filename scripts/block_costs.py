@@ -303,6 +303,43 @@ def measure_blocks(threads: int = 2, rounds: int = 5, budget: float = 0.3, sizes
     return dict(threads=threads, rounds=rounds, settle=settle, warmup=warmup, rows=rows, load=os.getloadavg()[0])
 
 
+# What the in-block times are made of, measured apart (same-process A/B, medians; 2026-11-28,
+# load 1-5 from other processes on the 2 cores).
+CAUSES = [
+    "What a kernel pays in its block that it does not pay alone, measured apart (one process, alternating,",
+    "medians; load 1-5 from other processes on the 2 cores). None of it is particular to our kernels:",
+    "",
+    "- Fresh outputs. The f32 MLP's SwiGLU output (23 MiB) takes 5632 page faults when it is newly mapped.",
+    "  In one process, with the freed block handed back to the system before each call (`malloc_trim(0)`),",
+    "  the 2048x2816 SwiGLU took 21.8 ms against 1.27 ms writing into reused memory, Inductor's SwiGLU 22.6",
+    "  against 1.26 ms, a clone of its input 20.6 against 0.60 ms (load 3.1): on this virtual machine a",
+    "  fresh page costs every side alike, several microseconds. Whether an output is fresh is the",
+    "  allocator's history (glibc unmaps freed memory past its trim threshold and maps large blocks anew),",
+    "  not the kernel's: measuring the f32 MLP row alone, every in-block call of swiglu faulted its output",
+    "  in (4434-4660 faults a call on average, three runs), none alone, and a clone of its input in its",
+    "  place as many once each contender was warmed up; in a run of every row, none did. The eager block",
+    "  faults in 4 such outputs a call (22496 faults), torch.compile's none: its graph writes SwiGLU into",
+    "  the gate projection's buffer and folds the residual add into `addmm`.",
+    "  `MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824` in the environment took the",
+    "  swiglu's faults in the f32 MLP row from 4660 to 17 a call.",
+    "- Caches. Between two calls in a block the matmuls stream some 50 MiB: the kernel's input has left the",
+    "  32 MiB L3, and the host code (Python, torch's dispatcher, the call into the compiled code) every cache.",
+    "  On one thread, right after `F.linear` (2048x1024 by 1024x2816), a call of RMS norm on 16 rows (16 us",
+    "  back to back) took 280 us, its thread's CPU time as much as its wall time (work, not waiting);",
+    "  Inductor's compiled RMS norm 342 against 22 us, eager `F.rms_norm` 256 against 11, a clone of the 64 KiB",
+    "  input 78 against 1.7. Under load, 50 ms of scalar Python in between did about as much (240 us): other",
+    "  processes on the core evict the same. At the block's size (2048x1024, 2 threads) our RMS norm took",
+    "  557 us after `F.linear` against 194 back to back, Inductor's 630 against 200, a clone of the input",
+    "  297 against 78.",
+    "- Not OpenMP. libgomp's worker spins for 4-7 ms after any parallel region, torch's or ours (one pool,",
+    "  the same thread), so a kernel right after a torch op finds it awake: a tiny kernel took 23.6 us on",
+    "  2 threads and 24.6 us on 1 right after a 512x512 matmul (17 us back to back); after 20 ms idle",
+    "  both took 242 us, the one-thread kernel too: the virtual CPU waking up, not the runtime.",
+    "- Load. While other processes run, a 2-thread region waits whenever its worker is descheduled: calls",
+    "  of 0.2-1.3 ms took 4-8 ms, with about 2 involuntary context switches each, torch's ops alike.",
+]
+
+
 def render_blocks(data: dict[str, Any]) -> str:
     """The markdown section for docs/benchmarks.md."""
     threads, rows = data["threads"], data["rows"]
@@ -362,7 +399,7 @@ def render_blocks(data: dict[str, Any]) -> str:
               f"{k['clone_ratio']:.2f} ({k['clone_faults_in_block']:.0f}) | {100 * k['share']:.1f}% |"
               for r, k in kernels]
     lines += ["", f"Largest in block / alone: {worst['ratio']:.2f} ({worst['name']} in the {worst_row['dtype']} "
-                  f"{worst_row['name']} block).", ""]
+                  f"{worst_row['name']} block).", "", *CAUSES, ""]
     return "\n".join(lines)
 
 
