@@ -132,6 +132,8 @@ class TuningSession:
         self.timed = 0  # distinct modules timed
         self.seconds = 0.0
         self.settlement: Settlement | None = None  # the search's best against the default config, if timed
+        self.untimed_default: Config | None = None  # the default config run because nothing was timed in time
+        self.started = time.perf_counter()
         self._beside = _BESIDE.get() or Beside()
 
     def candidate(self, config: Any) -> CandidateKernel:
@@ -199,6 +201,31 @@ class TuningSession:
                         "%.3f ms: the default config is kept", self.bound.kernel.name, settled.times[BEST],
                         settled.times[DEFAULT])
         return settled.config
+
+    def default_when_nothing_timed(self) -> Config | None:
+        """What to run when the search found no working config (Helion's ``NoConfigFound``): the
+        default config, when the time budget ran out before any candidate was timed (Helion's
+        search then returns its best so far, and none is known better than the default) and the
+        default compiles here; None when the search's error stands."""
+        budget = self.bound.settings.autotune_budget_seconds
+        if budget is None or self.worker.timed or time.perf_counter() - self.started < budget:
+            return None
+        default = self.bound.config_spec.default_config()
+        tried = self._candidates.get(repr(default))
+        if tried is not None and (self.worker.failure(tried.module_key) is not None
+                                  or self.worker.dropped(tried.module_key)):
+            return None
+        try:
+            self.compile_cached(self.bound, default)
+        except HelionMLIRError as err:
+            log.warning("kernel %s: the default config does not compile either: %s", self.bound.kernel.name,
+                        _first_line(err))
+            return None
+        log.warning("kernel %s: the autotune budget of %s s ran out before any config was timed; the default "
+                    "config runs, not cached (a longer HELION_AUTOTUNE_BUDGET_SECONDS tunes the kernel)",
+                    self.bound.kernel.name, budget)
+        self.untimed_default = default
+        return default
 
 
 @dataclasses.dataclass(frozen=True)
@@ -269,6 +296,7 @@ def _cpu_autotuner_fn(session: TuningSession) -> Callable[..., Any]:
                                     check=session.compile_cached)
         cache = cache_cls(factory(), autotuner_factory=factory)
         cache.after_search = session.settle
+        cache.when_none_found = session.default_when_nothing_timed
         return cache
 
     return autotuner_fn
@@ -298,7 +326,6 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
     observers = _OBSERVED.get()
     if observers is not None:
         observers.append(session)
-    started = time.perf_counter()
     settings = bound.settings
     saved = {name: getattr(settings, name)
              for name in ("autotune_config_overrides", "autotuner_fn", "autotune_budget_seconds")}
@@ -326,7 +353,7 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
         session.failures += sum(1 for c in session.kernels
                                 if session.worker.failure(c.module_key) is not None
                                 and not session.worker.dropped(c.module_key))
-        session.seconds = time.perf_counter() - started
+        session.seconds = time.perf_counter() - session.started
         deaths = session.worker.deaths[earlier_deaths:]
         if deaths:
             log.warning("kernel %s: the JIT worker died %d time(s) while tuning:\n  %s", bound.kernel.name,
