@@ -457,9 +457,18 @@ def test_a_budget_too_short_to_time_anything_runs_the_default_config_uncached(
         result, run = tune(kernel, (x,))
     torch.testing.assert_close(result, x * 2.0)
     assert kernel.bind((x,))._config["repeats"] == 64 and run.timed == 0
-    assert run.untimed_default == kernel.bind((x,)).config_spec.default_config()
-    assert "ran out before any config was timed; the default config runs, not cached" in caplog.text
+    assert run.untimed == kernel.bind((x,)).config_spec.default_config()
+    assert "ran out before any config was timed; " in caplog.text and ", not cached" in caplog.text
     assert not list((tmp_path / "cache").rglob("*.best_config"))  # a later run with more time tunes it
+
+
+def test_a_budget_too_short_to_time_a_configs_list_runs_its_first_config(worker: JITWorker) -> None:
+    configs = [helion.Config(block_sizes=[256], repeats=1), helion.Config(block_sizes=[128], repeats=64)]
+    kernel = mlir_kernel(tuning_kernels.repeated_copy, configs=configs, autotune_budget_seconds=0)
+    x = vector(1000)
+    result, run = tune(kernel, (x,))
+    torch.testing.assert_close(result, x * 2.0)
+    assert run.untimed == configs[0] and kernel.bind((x,))._config == configs[0]
 
 
 def test_a_search_without_a_working_config_within_its_budget_still_fails(monkeypatch: pytest.MonkeyPatch) -> None:

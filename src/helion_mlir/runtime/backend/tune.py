@@ -78,7 +78,7 @@ def tune(kernel: helion.Kernel, args: Sequence[object], *, effort: str = "quick"
     timed = sum(s.timed for s in sessions)
     default = bound.config_spec.default_config()
     settled = next((s.settlement for s in sessions if s.settlement is not None), None)
-    untimed = any(s.untimed_default is not None for s in sessions)
+    untimed = any(s.untimed is not None for s in sessions)
     if settled is None:  # a cached config, or a search whose default config did not run in the worker
         timed_default = default if untimed or not candidates else None
         settled = settle(bound, args, config, output_type=output_type, default=timed_default,

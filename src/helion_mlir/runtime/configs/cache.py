@@ -54,7 +54,7 @@ from helion.autotuner.base_cache import (
     torch_key_wrapper,
 )
 from helion.autotuner.local_cache import LocalAutotuneCache, get_helion_cache_dir
-from helion.exc import InvalidConfig, NoConfigFound
+from helion.exc import InvalidConfig
 from helion.runtime.config import Config
 from torch._inductor.codecache import build_code_hash
 
@@ -168,33 +168,15 @@ class CPUAutotuneCache(LocalAutotuneCache):
     output_type = OutputType.LINALG_ON_TENSORS
     threads = 1
     after_search: Callable[[Config, Sequence[object]], Config] | None = None
-    #: What runs instead when the search ends in Helion's ``NoConfigFound`` (None: the error
-    #: stands); such a config was not timed, so it is not cached.
-    when_none_found: Callable[[], Config | None] | None = None
-    _untimed: Config | None = None
 
     def _run_autotune_trials(self, *, skip_cache: bool = False) -> Config:
-        try:
-            best = super()._run_autotune_trials(skip_cache=skip_cache)
-        except NoConfigFound:
-            if self.when_none_found is None or not isinstance(self.args, (tuple, list)):
-                raise
-            self._untimed = self.when_none_found()
-            if self._untimed is None:
-                raise
-            return self._untimed
+        best = super()._run_autotune_trials(skip_cache=skip_cache)
         if self.after_search is None or not isinstance(self.args, (tuple, list)):  # (Helion's multi-shape args)
             return best
         return self.after_search(best, self.args)
-
     #: What makes a cached config usable: resolving it, or (set by the tuning session)
     #: compiling it as the kernel will run it.
     check: Callable[[Any, Config], Config] = staticmethod(resolve_config)
-
-    def put(self, config: Config) -> None:
-        """Helion's ``put``, except for a config no search timed (a later run tunes the kernel)."""
-        if self._untimed is None or config is not self._untimed:
-            super().put(config)
 
     def get(self) -> Config | None:
         """Helion's cached config, or None (a cache miss: the kernel is tuned again and the

@@ -132,7 +132,8 @@ class TuningSession:
         self.timed = 0  # distinct modules timed
         self.seconds = 0.0
         self.settlement: Settlement | None = None  # the search's best against the default config, if timed
-        self.untimed_default: Config | None = None  # the default config run because nothing was timed in time
+        self.untimed: Config | None = None  # the config run because the budget ran out before anything was timed
+        self.listed_only = False  # a choice among the kernel's configs=[...] (Helion's FiniteSearch)
         self.started = time.perf_counter()
         self._beside = _BESIDE.get() or Beside()
 
@@ -202,30 +203,31 @@ class TuningSession:
                         settled.times[DEFAULT])
         return settled.config
 
-    def default_when_nothing_timed(self) -> Config | None:
-        """What to run when the search found no working config (Helion's ``NoConfigFound``): the
-        default config, when the time budget ran out before any candidate was timed (Helion's
-        search then returns its best so far, and none is known better than the default) and the
-        default compiles here; None when the search's error stands."""
+    def fallback_when_nothing_timed(self) -> Config | None:
+        """What to run when the search ends without a working config (Helion's ``NoConfigFound``,
+        or the assertion of its ``FiniteSearch`` of a ``configs=[...]`` list): when the time
+        budget ran out before any candidate was timed (Helion's search then returns its best so
+        far, and none is known better), the first listed config or else the default config,
+        provided it compiles here and did not fail in the worker; None when the error stands.
+        Nothing is cached (the cache writes after a search that returns)."""
         budget = self.bound.settings.autotune_budget_seconds
         if budget is None or self.worker.timed or time.perf_counter() - self.started < budget:
             return None
-        default = self.bound.config_spec.default_config()
-        tried = self._candidates.get(repr(default))
+        config = self.bound.kernel.configs[0] if self.listed_only else self.bound.config_spec.default_config()
+        tried = self._candidates.get(repr(config))
         if tried is not None and (self.worker.failure(tried.module_key) is not None
                                   or self.worker.dropped(tried.module_key)):
             return None
         try:
-            self.compile_cached(self.bound, default)
+            self.compile_cached(self.bound, config)
         except HelionMLIRError as err:
-            log.warning("kernel %s: the default config does not compile either: %s", self.bound.kernel.name,
-                        _first_line(err))
+            log.warning("kernel %s: %r does not compile either: %s", self.bound.kernel.name, config, _first_line(err))
             return None
-        log.warning("kernel %s: the autotune budget of %s s ran out before any config was timed; the default "
-                    "config runs, not cached (a longer HELION_AUTOTUNE_BUDGET_SECONDS tunes the kernel)",
-                    self.bound.kernel.name, budget)
-        self.untimed_default = default
-        return default
+        log.warning("kernel %s: the autotune budget of %s s ran out before any config was timed; %r runs, not "
+                    "cached (a longer HELION_AUTOTUNE_BUDGET_SECONDS tunes the kernel)",
+                    self.bound.kernel.name, budget, config)
+        self.untimed = config
+        return config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -296,7 +298,6 @@ def _cpu_autotuner_fn(session: TuningSession) -> Callable[..., Any]:
                                     check=session.compile_cached)
         cache = cache_cls(factory(), autotuner_factory=factory)
         cache.after_search = session.settle
-        cache.when_none_found = session.default_when_nothing_timed
         return cache
 
     return autotuner_fn
@@ -323,6 +324,7 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
     """Run Helion's autotuner on ``bound`` inside this block with the CPU plumbing."""
     threads = max(1, torch.get_num_threads())
     session = TuningSession(bound, output_type=output_type, threads=threads, worker=worker or shared_worker())
+    session.listed_only = bool(bound.kernel.configs) and not (force or bound.settings.force_autotune)
     observers = _OBSERVED.get()
     if observers is not None:
         observers.append(session)
