@@ -1,11 +1,12 @@
 """Runner for tests/test_integer_division.py, as a script: a division that traps kills this
 process, not pytest. ``python tests/division_util.py SETTING[,SETTING...]`` prints one JSON
-line per setting and dtype: the outputs as lists, or the error's type and message."""
+line per setting and dtype: each call's outputs as a list, or its error's type and message."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +42,41 @@ def arguments(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     return a, b
 
 
+def _attempt(call: Callable[[], torch.Tensor]) -> Any:
+    """The call's values as a list, or ``{"error": [type, message]}`` for a HelionMLIRError."""
+    try:
+        return call().tolist()
+    except helion_mlir.HelionMLIRError as error:
+        return {"error": [type(error).__name__, str(error)]}
+
+
 def _run(setting: str, dtype_name: str) -> dict[str, Any]:
     output_type, pipeline, runtime, checked = SETTINGS[setting]
     a, b = arguments(DTYPES[dtype_name])
     options = {"output_type": output_type, "pipeline": pipeline, "runtime": runtime, "checked": checked}
     found: dict[str, Any] = {}
     try:
-        nonzero = torch.where(b == 0, 5, b)
-        found["nonzero"] = compile_kernel(KERNELS.by_tensor.bind((a, nonzero)), **options)(a, nonzero).tolist()
-        found["by_tensor"] = compile_kernel(KERNELS.by_tensor.bind((a, b)), **options)(a, b).tolist()
+        nonzero = torch.where(b == 0, 5, b)  # 36 lanes in tiles of 16: the last tile's 12 padding lanes hold 0
+        by_tensor = compile_kernel(KERNELS.by_tensor.bind((a, b)), **options)
+        found["nonzero"] = _attempt(lambda: by_tensor(a, nonzero))
+        found["by_tensor"] = _attempt(lambda: by_tensor(a, b))
         scalar = compile_kernel(KERNELS.by_scalar.bind((a, 3)), **options)
-        found["by_scalar"] = {k: scalar(a, k).tolist() for k in (3, -1, 0)}
+        found |= {f"by_scalar_{k}": _attempt(lambda k=k: scalar(a, k)) for k in (3, -1, 0)}
         if output_type == "linalg-on-tensors" and runtime == "jit":
             grid = compile_kernel(KERNELS.grid_by_scalar.bind((a, 3)), **options)
-            found["grid_by_scalar"] = grid(a, 3).tolist()
-            found["grid_by_scalar_0"] = grid(a, 0).tolist()
+            found["grid_by_scalar"] = _attempt(lambda: grid(a, 3))
+            found["grid_by_scalar_0"] = _attempt(lambda: grid(a, 0))
+        if checked:
+            last_zero = nonzero.clone()
+            last_zero[-1] = 0  # the last real lane, in the partial last tile
+            found["last_lane_zero"] = _attempt(lambda: by_tensor(a, last_zero))
+            rows = a[:35].reshape(5, 7)  # tiles of 8 rows and 16 columns, both ragged
+            columns = nonzero[:7]
+            both = compile_kernel(KERNELS.rows_by_columns.bind((rows, columns)), **options)
+            found["rows_by_columns"] = _attempt(lambda: both(rows, columns))
+            last_column_zero = columns.clone()
+            last_column_zero[-1] = 0
+            found["rows_by_columns_zero"] = _attempt(lambda: both(rows, last_column_zero))
     except helion_mlir.HelionMLIRError as error:
         found["error"] = [type(error).__name__, str(error)]
     return found

@@ -449,6 +449,38 @@ def test_kernel_autotune_tunes_and_force_ignores_the_cache(worker: JITWorker) ->
     torch.testing.assert_close(kernel(x), x * 2.0)
 
 
+def test_a_budget_too_short_to_time_anything_runs_the_default_config_uncached(
+        worker: JITWorker, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    kernel = mlir_kernel(tuning_kernels.repeated_copy, autotune_effort="quick", autotune_budget_seconds=0)
+    x = vector(100)
+    with caplog.at_level("WARNING"):
+        result, run = tune(kernel, (x,))
+    torch.testing.assert_close(result, x * 2.0)
+    assert kernel.bind((x,))._config["repeats"] == 64 and run.timed == 0
+    assert run.untimed == kernel.bind((x,)).config_spec.default_config()
+    assert "ran out before any config was timed; " in caplog.text and ", not cached" in caplog.text
+    assert not list((tmp_path / "cache").rglob("*.best_config"))  # a later run with more time tunes it
+
+
+def test_a_budget_too_short_to_time_a_configs_list_runs_its_first_config(worker: JITWorker) -> None:
+    configs = [helion.Config(block_sizes=[256], repeats=1), helion.Config(block_sizes=[128], repeats=64)]
+    kernel = mlir_kernel(tuning_kernels.repeated_copy, configs=configs, autotune_budget_seconds=0)
+    x = vector(1000)
+    result, run = tune(kernel, (x,))
+    torch.testing.assert_close(result, x * 2.0)
+    assert run.untimed == configs[0] and kernel.bind((x,))._config == configs[0]
+
+
+def test_a_search_without_a_working_config_within_its_budget_still_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def finds_nothing(search: Any, **_options: Any) -> helion.Config:
+        raise helion.exc.NoConfigFound
+
+    monkeypatch.setattr(tuning_session.LFBOTreeSearch, "autotune", finds_nothing)
+    kernel = mlir_kernel(tuning_kernels.repeated_copy, autotune_effort="quick", autotune_budget_seconds=600)
+    with pytest.raises(helion.exc.NoConfigFound):
+        kernel(vector(100))
+
+
 def test_unsupported_cache_class_names_the_setting() -> None:
     kernel = mlir_kernel(tuning_kernels.add_rows, autotune_effort="quick", autotune_cache="RemoteAutotuneCache")
     with pytest.raises(HelionMLIRError, match="HELION_AUTOTUNE_CACHE='RemoteAutotuneCache'"):
@@ -696,6 +728,32 @@ def test_tune_command_prints_the_best_config_times_and_cache_file(tmp_path: Path
     second = capsys.readouterr().out
     assert "cached result: nothing compiled or timed" in second
     assert re.search(r"--config \d+\.\d{3} ms \(\d+\.\d\dx the tuned time\)", second)  # timed beside the others
+
+
+def test_tune_command_with_a_budget_too_short_to_time_anything_prints_the_default_config(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "short_budget.py"
+    source.write_text(textwrap.dedent(
+        """
+        import helion
+        import helion.language as hl
+        import torch
+
+
+        @helion.kernel()
+        def double(x: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            for tile in hl.tile(x.size(0)):
+                out[tile] = x[tile] * 2.0
+            return out
+        """
+    ))
+    monkeypatch.setenv("HELION_AUTOTUNE_BUDGET_SECONDS", "0")
+    assert main(["tune", f"{source}:double", "--args", "f32[300]"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing was timed within the autotune budget: the default config runs, and is not cached" in out
+    assert "(the default config)" in out.split("best config: ")[1].splitlines()[0]
+    assert "cached in:" not in out
 
 
 def test_an_interrupted_request_does_not_leave_its_answer_to_the_next(worker: JITWorker,

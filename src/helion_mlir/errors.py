@@ -25,6 +25,7 @@ __all__ = [
     "OutOfBoundsAccessError",
     "DivisionByZeroError",
     "INDEX_CHECK_PREFIX",
+    "DIVISION_BY_ZERO_CHECK",
     "WorkerDiedError",
     "ArgumentError",
     "DataDependentValueError",
@@ -229,10 +230,14 @@ class OutOfBoundsAccessError(RuntimeCheckError):
     summary = "out-of-bounds access"
 
 
+#: The check of an integer divisor in checked mode, which fails as :class:`DivisionByZeroError`.
+DIVISION_BY_ZERO_CHECK = "integer division by zero"
+
+
 class DivisionByZeroError(RuntimeCheckError):
-    """A scalar integer division or remainder of a kernel compiled in checked mode would have
-    divided by zero (unchecked it gives a defined value: docs/abi.md, "Integer division by
-    zero")."""
+    """An integer division or remainder of a kernel compiled in checked mode would have
+    divided by zero: a device scalar, or a lane of a tile value the kernel computes (unchecked
+    it gives a defined value: docs/abi.md, "Integer division by zero")."""
 
     summary = "integer division by zero"
 

@@ -2,7 +2,7 @@
 
 A zero divisor (or ``INT_MIN / -1``) makes x86's ``idiv`` trap; here each gives the value
 docs/abi.md documents ("Integer division by zero"), which :func:`expected` computes in torch.
-The line that divides a device scalar ends in ``# divides a device scalar``: checked mode names it.
+The lines checked mode names end in a comment saying what they divide.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def by_tensor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     out = a.new_empty(5, a.size(0))
     for t in hl.tile(a.size(0)):
         x, d = a[t], b[t]
-        out[0, t] = x // d
+        out[0, t] = x // d  # divides the lanes of a tile
         out[1, t] = x % d
         out[2, t] = torch.remainder(x, d)
         out[3, t] = torch.div(x, d, rounding_mode="trunc")
@@ -31,7 +31,7 @@ def by_tensor(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def by_scalar(a: torch.Tensor, k: int) -> torch.Tensor:
     out = a.new_empty(2, a.size(0))
     for t in hl.tile(a.size(0)):
-        out[0, t] = a[t] // k
+        out[0, t] = a[t] // k  # divides the lanes of a tile by a scalar
         out[1, t] = a[t] % k
     return out
 
@@ -41,6 +41,14 @@ def grid_by_scalar(x: torch.Tensor, k: int) -> torch.Tensor:
     out = torch.empty_like(x)
     for i in hl.grid(x.size(0)):
         out[i] = x[i] + i // k  # divides a device scalar
+    return out
+
+
+@helion.kernel(config=helion.Config(block_sizes=[8, 16]), static_shapes=False)
+def rows_by_columns(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(a)
+    for tile_m, tile_n in hl.tile(a.size()):
+        out[tile_m, tile_n] = a[tile_m, tile_n] % b[tile_n]  # divides the lanes of two ragged tiles
     return out
 
 

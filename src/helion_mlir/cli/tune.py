@@ -64,10 +64,14 @@ def tune_command(options: argparse.Namespace) -> int:
         problems_text = f"; {', '.join(problems)}" if problems else ""
         print(f"searched {result.candidates} configs ({result.timed} distinct modules timed{problems_text}) "
               f"in {result.seconds:.1f} s")
+    if result.untimed:
+        print("nothing was timed within the autotune budget: the default config runs, and is not cached "
+              "(a longer HELION_AUTOTUNE_BUDGET_SECONDS tunes the kernel)")
     default = " (the default config)" if result.config == result.default_config else ""
     print(f"best config: {_decorator_config(result.config.minimize(result.bound.config_spec))}{default}")
     _print_times(target, result)
-    print(f"cached in: {result.cache_file}")
+    if not result.untimed:
+        print(f"cached in: {result.cache_file}")
     return EXIT_OK
 
 

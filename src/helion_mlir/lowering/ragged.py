@@ -14,9 +14,10 @@ from torch import fx
 from ..mlir_types import element_type
 from .context import RuleContext
 from .emitter import Emitter
+from .padding import padded_dims
 from .values import Scalar, Tensor, Tile
 
-__all__ = ["mask_lanes", "ragged_dims"]
+__all__ = ["mask_lanes", "padding_extents", "ragged_dims"]
 
 
 def ragged_dims(ctx: RuleContext, node: fx.Node, rank: int) -> list[tuple[int, Tile]]:
@@ -29,6 +30,15 @@ def ragged_dims(ctx: RuleContext, node: fx.Node, rank: int) -> list[tuple[int, T
             if tile is not None and tile.ragged:
                 found.append((dim + len(val.shape) - rank, tile))
     return found
+
+
+def padding_extents(ctx: RuleContext, node: fx.Node, rank: int, source: Any = None) -> list[tuple[int, Scalar | int]]:
+    """(dimension, extent) for every dimension of ``node``'s value whose lanes past ``extent``
+    are padding: ragged active tiles, and Helion's padded whole dims when the value of
+    ``source`` (default ``node``) derives from a load of one (see :mod:`.padding`)."""
+    source = node if source is None else source
+    padded = padded_dims(ctx.model.graphs, source) if isinstance(source, fx.Node) else []
+    return [(dim, tile.extent) for dim, tile in ragged_dims(ctx, node, rank)] + padded
 
 
 def mask_lanes(emit: Emitter, value: Tensor, dims: list[tuple[int, Scalar | int]], fill: Any) -> Tensor:

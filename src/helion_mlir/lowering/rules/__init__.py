@@ -5,6 +5,7 @@ from . import (
     aten_rewrites,
     atomics,
     control_flow,
+    division_checks,
     dtype_casts,
     extrema,
     helper_ops,
@@ -20,6 +21,6 @@ from . import (
 )
 
 __all__ = [
-    "aten_ops", "aten_rewrites", "atomics", "control_flow", "dtype_casts", "extrema", "helper_ops", "load_store", "matmul",
-    "quantized", "reductions", "rng", "rolled_reductions", "scalars", "tiles", "views",
+    "aten_ops", "aten_rewrites", "atomics", "control_flow", "division_checks", "dtype_casts", "extrema", "helper_ops",
+    "load_store", "matmul", "quantized", "reductions", "rng", "rolled_reductions", "scalars", "tiles", "views",
 ]

@@ -20,8 +20,8 @@ from ...errors import HelionMLIRError
 from ...mlir_types import element_type
 from ..context import RuleContext
 from ..jagged import mask_jagged, value_dims
-from ..padding import is_padded_whole_dim, padded_dims
-from ..ragged import mask_lanes, ragged_dims
+from ..padding import is_padded_whole_dim
+from ..ragged import mask_lanes, padding_extents
 from ..registry import register_lowering
 from ..symbolic import TileProperty, tile_scalar
 from ..values import Scalar, Tensor, Tile
@@ -77,10 +77,7 @@ def lower_mask_to(ctx: RuleContext, node: fx.Node) -> Tensor:
     fill = node.args[1]
     if isinstance(fill, (fx.Node, torch.SymInt, torch.SymFloat, torch.SymBool)):
         fill = ctx.value(fill) if isinstance(fill, fx.Node) else ctx.eval_symbolic(fill)
-    source = node.args[0]
-    padded = padded_dims(ctx.model.graphs, source) if isinstance(source, fx.Node) else []
-    dims = [(dim, tile.extent) for dim, tile in ragged_dims(ctx, node, value.rank)] + padded
-    masked = mask_lanes(ctx.emit, value, dims, fill)
+    masked = mask_lanes(ctx.emit, value, padding_extents(ctx, node, value.rank, source=node.args[0]), fill)
     return mask_jagged(ctx, value_dims(node), masked, fill)
 
 

@@ -66,6 +66,7 @@ from typing import Any
 from helion._compiler.backend import BackendState
 from helion._compiler.backend_registry import list_backends, register_compiler_backend
 from helion._compiler.triton.backend import TritonBackend
+from helion.exc import NoConfigFound
 from helion.runtime.config import Config
 from helion.runtime.kernel import BoundKernel, Kernel
 
@@ -163,8 +164,14 @@ class MLIRBackend(TritonBackend):
             log.warning("%s is Helion's former spelling of HELION_AUTOTUNE_EFFORT=none; kernel %s runs its "
                         "default config", LEGACY_DEFAULT_CONFIG_ENV, bound_kernel.kernel.name)
             return bound_kernel.config_spec.default_config()
-        with tuning(bound_kernel, args, output_type=output_type_from_env(), force=force):
-            return super().autotune(bound_kernel, args, force=force, **kwargs)
+        with tuning(bound_kernel, args, output_type=output_type_from_env(), force=force) as session:
+            try:
+                return super().autotune(bound_kernel, args, force=force, **kwargs)
+            except (NoConfigFound, AssertionError):  # Helion 1.5.1's FiniteSearch asserts a best config
+                fallback = session.fallback_when_nothing_timed()
+                if fallback is None:
+                    raise
+                return fallback
 
 
 def _legacy_default_config_requested() -> bool:

@@ -48,6 +48,7 @@ class TuneResult:
     dropped: int  #: modules given up because their worker died each time they were tried
     seconds: float  #: wall time of the tuning run
     settlement: Settlement  #: the times of a call of each config and reference
+    untimed: bool = False  #: the time budget ran out before any config was timed: the default config, not cached
 
 
 def tuning_twin(kernel: helion.Kernel, effort: str) -> helion.Kernel:
@@ -77,8 +78,10 @@ def tune(kernel: helion.Kernel, args: Sequence[object], *, effort: str = "quick"
     timed = sum(s.timed for s in sessions)
     default = bound.config_spec.default_config()
     settled = next((s.settlement for s in sessions if s.settlement is not None), None)
+    untimed = any(s.untimed is not None for s in sessions)
     if settled is None:  # a cached config, or a search whose default config did not run in the worker
-        settled = settle(bound, args, config, output_type=output_type, default=None if candidates else default,
+        timed_default = default if untimed or not candidates else None
+        settled = settle(bound, args, config, output_type=output_type, default=timed_default,
                          configs=beside.configs, references=beside.references)
     return TuneResult(
         bound=bound,
@@ -92,4 +95,5 @@ def tune(kernel: helion.Kernel, args: Sequence[object], *, effort: str = "quick"
         dropped=sum(s.dropped for s in sessions),
         seconds=sum(s.seconds for s in sessions),
         settlement=settled,
+        untimed=untimed,
     )

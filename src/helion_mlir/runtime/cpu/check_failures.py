@@ -18,9 +18,14 @@ from collections.abc import Sequence
 
 from torch_mlir.execution_engine import ExecutionEngine
 
-from ...errors import INDEX_CHECK_PREFIX, DivisionByZeroError, OutOfBoundsAccessError, RuntimeCheckError
+from ...errors import (
+    DIVISION_BY_ZERO_CHECK,
+    INDEX_CHECK_PREFIX,
+    DivisionByZeroError,
+    OutOfBoundsAccessError,
+    RuntimeCheckError,
+)
 from .rewrites.llvm.failed_checks import CALLBACK, Check
-from .rewrites.tensor.integer_division import DIVISION_BY_ZERO_CHECK
 
 __all__ = ["CheckFailures", "check_error"]
 

@@ -132,6 +132,9 @@ class TuningSession:
         self.timed = 0  # distinct modules timed
         self.seconds = 0.0
         self.settlement: Settlement | None = None  # the search's best against the default config, if timed
+        self.untimed: Config | None = None  # the config run because the budget ran out before anything was timed
+        self.listed_only = False  # a choice among the kernel's configs=[...] (Helion's FiniteSearch)
+        self.started = time.perf_counter()
         self._beside = _BESIDE.get() or Beside()
 
     def candidate(self, config: Any) -> CandidateKernel:
@@ -199,6 +202,32 @@ class TuningSession:
                         "%.3f ms: the default config is kept", self.bound.kernel.name, settled.times[BEST],
                         settled.times[DEFAULT])
         return settled.config
+
+    def fallback_when_nothing_timed(self) -> Config | None:
+        """What to run when the search ends without a working config (Helion's ``NoConfigFound``,
+        or the assertion of its ``FiniteSearch`` of a ``configs=[...]`` list): when the time
+        budget ran out before any candidate was timed (Helion's search then returns its best so
+        far, and none is known better), the first listed config or else the default config,
+        provided it compiles here and did not fail in the worker; None when the error stands.
+        Nothing is cached (the cache writes after a search that returns)."""
+        budget = self.bound.settings.autotune_budget_seconds
+        if budget is None or self.worker.timed or time.perf_counter() - self.started < budget:
+            return None
+        config = self.bound.kernel.configs[0] if self.listed_only else self.bound.config_spec.default_config()
+        tried = self._candidates.get(repr(config))
+        if tried is not None and (self.worker.failure(tried.module_key) is not None
+                                  or self.worker.dropped(tried.module_key)):
+            return None
+        try:
+            self.compile_cached(self.bound, config)
+        except HelionMLIRError as err:
+            log.warning("kernel %s: %r does not compile either: %s", self.bound.kernel.name, config, _first_line(err))
+            return None
+        log.warning("kernel %s: the autotune budget of %s s ran out before any config was timed; %r runs, not "
+                    "cached (a longer HELION_AUTOTUNE_BUDGET_SECONDS tunes the kernel)",
+                    self.bound.kernel.name, budget, config)
+        self.untimed = config
+        return config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,10 +324,10 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
     """Run Helion's autotuner on ``bound`` inside this block with the CPU plumbing."""
     threads = max(1, torch.get_num_threads())
     session = TuningSession(bound, output_type=output_type, threads=threads, worker=worker or shared_worker())
+    session.listed_only = bool(bound.kernel.configs) and not (force or bound.settings.force_autotune)
     observers = _OBSERVED.get()
     if observers is not None:
         observers.append(session)
-    started = time.perf_counter()
     settings = bound.settings
     saved = {name: getattr(settings, name)
              for name in ("autotune_config_overrides", "autotuner_fn", "autotune_budget_seconds")}
@@ -326,7 +355,7 @@ def tuning(bound: Any, args: Sequence[object], *, output_type: OutputType, force
         session.failures += sum(1 for c in session.kernels
                                 if session.worker.failure(c.module_key) is not None
                                 and not session.worker.dropped(c.module_key))
-        session.seconds = time.perf_counter() - started
+        session.seconds = time.perf_counter() - session.started
         deaths = session.worker.deaths[earlier_deaths:]
         if deaths:
             log.warning("kernel %s: the JIT worker died %d time(s) while tuning:\n  %s", bound.kernel.name,

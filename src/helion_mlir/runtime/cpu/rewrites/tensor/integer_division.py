@@ -27,8 +27,9 @@ every output type agrees:
 :func:`assert_nonzero_divisors` (checked mode) first asserts each scalar divisor that may be
 0 outside linalg bodies (device scalars: ``i // k`` in a grid) non-zero, so that the call
 raises naming the kernel line (:mod:`..llvm.failed_checks`). Divisions in a linalg body are not
-checked: the lanes of a ragged tile past the tensor's end divide too (their padding holds
-zeros), so an assert there would fail for kernels whose divisors are all non-zero.
+asserted here: the lanes of a ragged tile past the tensor's end divide too (their padding holds
+zeros), which the body does not tell from the others; the lowering, which knows the lanes,
+emits the same assert for them in checked mode (``lowering/rules/division_checks.py``).
 """
 
 from __future__ import annotations
@@ -36,12 +37,10 @@ from __future__ import annotations
 from torch_mlir import ir
 from torch_mlir.dialects import arith, cf
 
+from .....errors import DIVISION_BY_ZERO_CHECK
 from ..ir_walk import defining_op, ops_where
 
-__all__ = ["DIVISION_BY_ZERO_CHECK", "assert_nonzero_divisors", "guard_integer_divisions"]
-
-#: The message of checked mode's assert, which :mod:`...check_failures` maps to its error.
-DIVISION_BY_ZERO_CHECK = "integer division by zero"
+__all__ = ["assert_nonzero_divisors", "guard_integer_divisions"]
 
 _SIGNED = frozenset({"arith.divsi", "arith.remsi", "arith.floordivsi", "arith.ceildivsi"})
 _UNSIGNED = frozenset({"arith.divui", "arith.remui", "arith.ceildivui"})
