@@ -203,7 +203,7 @@ def render_compile_memory(growth: dict[str, Any], estimates: dict[str, Any]) -> 
         "text; one new text per config here, both caches bounded at 16 MiB), the graphs of the last",
         "configs and memory the allocator keeps in pieces.",
         "Only the engines the caches hold stay alive: an ExecutionEngine is freed, with its",
-        "machine code, as soon as nothing holds its compiled function (`tests/test_lru_cache.py`",
+        "machine code, as soon as nothing holds its compiled function (`tests/test_caches.py`",
         "pins this with weak references). Each engine costs about 0.7 MiB whatever its size, most of",
         "it LLVM's JIT and target machine; handing libiomp5 to each engine as a shared library (it is",
         "loaded into the process once, with global symbols, which is where the JIT finds it) cost",

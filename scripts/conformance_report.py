@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import collections
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import conformance_classify as kinds
-
-if TYPE_CHECKING:
-    from helion_conformance import ModuleRun
 
 BEGIN, END = "<!-- conformance-results:begin -->", "<!-- conformance-results:end -->"
 _TITLES = {
@@ -19,6 +17,20 @@ _TITLES = {
     kinds.TIMEOUT: "timeout", kinds.NOT_RUN: "not run", kinds.SKIPPED: "skipped",
 }
 _MAX_MARKDOWN_REASON = 220
+
+
+@dataclass
+class ModuleRun:
+    """One module in one column: its tests' outcomes and what happened to its processes."""
+
+    module: str
+    column: str
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    collect_errors: list[dict[str, Any]] = field(default_factory=list)
+    restarts: int = 0
+    elapsed_s: float = 0.0
+    log: str = ""
 
 
 def _counts(outcomes: list[dict[str, Any]]) -> dict[str, int]:

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 import conformance_classify as kinds  # noqa: E402
 import conformance_report  # noqa: E402
+from conformance_report import ModuleRun  # noqa: E402
 from conformance_plugin import (  # noqa: E402
     PIPELINE_ENV, RESULTS_ENV, SKIP_IDS_ENV, TESTS_BACKEND_ENV, TIMEOUT_ENV, TIMEOUT_EXIT_CODE)
 
@@ -66,20 +67,6 @@ class Options:
     work_dir: Path
     python: str
     verbose: bool = False
-
-
-@dataclass
-class ModuleRun:
-    """One module in one column: its tests' outcomes and what happened to its processes."""
-
-    module: str
-    column: str
-    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    order: list[str] = field(default_factory=list)
-    collect_errors: list[dict[str, Any]] = field(default_factory=list)
-    restarts: int = 0
-    elapsed_s: float = 0.0
-    log: str = ""
 
 
 def _environment(options: Options, column: str, results: Path, skip_ids: Path) -> dict[str, str]:

@@ -76,7 +76,7 @@ def measure(name: str) -> dict[str, float]:
 
 def _run(name: str, mode: str, directory: str) -> dict[str, float]:
     env = {**os.environ, "HELION_CACHE_DIR": directory, "NATIVE_CACHE_COSTS_MODE": mode,
-           "HELION_MLIR_NATIVE_CACHE": "0" if mode == "off" else "1"}
+           "HELION_MLIR_CACHE": "0" if mode == "off" else "1"}
     done = subprocess.run([sys.executable, __file__, "--measure", name], env=env, capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

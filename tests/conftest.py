@@ -28,9 +28,9 @@ from examples_util import example_names
 from model_counts import ModelCounts
 
 import helion_mlir  # noqa: F401  (installs its Helion hook before any test binds a kernel)
+from helion_mlir import caches
 from helion_mlir.lowering import kernel_config
 from helion_mlir.runtime.backend import helion_backend
-from helion_mlir.runtime.cpu import native_cache
 from helion_mlir.runtime.kernel.compiled_kernel import clear_kernel_cache
 from helion_mlir.runtime.cpu.rewrites.tensor import tile_parallel
 from helion_mlir.runtime.tuning import session as tuning_session
@@ -120,12 +120,12 @@ def _group_by_example(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _private_autotune_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Autotuning results go to, and come from, a directory of the test session's own: the
-    suite never reads or writes the user's Helion cache. The native cache is off (a test's
+    suite never reads or writes the user's Helion cache. The disk cache is off (a test's
     compile must compile, and linking every module would cost the suite minutes); its tests
     turn it on in directories of their own."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HELION_CACHE_DIR", str(tmp_path_factory.mktemp("helion-cache")))
-        patch.setenv(native_cache.ENABLE_VARIABLE, "0")
+        patch.setenv(caches.ENABLE_VARIABLE, "0")
         yield
 
 

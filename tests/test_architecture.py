@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "helion_mlir"
 
 # What each part of the package may import from the others. The root's shared foundations
 # (errors, output types, the MLIR context, verification, small utilities) are open to all.
-FOUNDATIONS = {"errors", "kinds", "output_type", "mlir_context", "mlir_types", "verify", "lru_cache", "front_end_lock"}
+FOUNDATIONS = {"errors", "kinds", "output_type", "mlir_context", "mlir_types", "verify", "caches", "front_end_lock"}
 MAY_IMPORT = {
     "inliner": set(),
     "importer": set(),

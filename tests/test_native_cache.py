@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from examples_util import load_example_by_name
-from helion_mlir import generate_mlir
+from helion_mlir import caches, generate_mlir
 from helion_mlir.generate import bind_kernel
-from helion_mlir.runtime.cpu import native_cache, native_libraries
+from helion_mlir.runtime.cpu import native_libraries
 from helion_mlir.runtime.kernel.compiled_kernel import clear_kernel_cache, compile_kernel
 from helion_mlir.runtime.cpu.engine import clear_compile_cache, compile_module
 from helion_mlir.runtime.cpu.rewrites.tensor import tile_parallel
@@ -45,16 +45,16 @@ X = torch.linspace(-2, 2, 37)
 def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The native cache on, in a directory of the test's own, the memory caches empty."""
     directory = tmp_path / "native"
-    monkeypatch.setenv(native_cache.ENABLE_VARIABLE, "1")
-    monkeypatch.setenv(native_cache.DIRECTORY_VARIABLE, str(directory))
-    monkeypatch.delenv(native_cache.BYTES_VARIABLE, raising=False)
+    monkeypatch.setenv(caches.ENABLE_VARIABLE, "1")
+    monkeypatch.setenv(caches.DIRECTORY_VARIABLE, str(directory))
+    monkeypatch.delenv(caches.BYTES_VARIABLE, raising=False)
     clear_kernel_cache()
     yield directory
     clear_kernel_cache()
 
 
 def entries(directory: Path) -> list[Path]:
-    return sorted(directory.glob("*.entry")) if directory.exists() else []
+    return sorted(directory.glob("native-*.entry")) if directory.exists() else []
 
 
 def compile_scale(factor: float = 2.5, **options: object) -> tuple[torch.Tensor, bool]:
@@ -104,8 +104,8 @@ def _flip_header_byte(data: bytes) -> bytes:
 
 def _another_function(data: bytes) -> bytes:
     """A well-formed entry (its checksum right) that holds another function."""
-    header, library = native_cache._parse_entry(data)  # type: ignore[misc]
-    return native_cache._entry_bytes({**header, "func_name": "other"}, library)
+    header, library = caches._parse_entry(data)  # type: ignore[misc]
+    return caches._entry_bytes({**header, "func_name": "other"}, library)
 
 
 @pytest.mark.parametrize("damage", [_truncate, _flip_library_byte, _flip_header_byte, _another_function])
@@ -127,14 +127,14 @@ def test_the_size_bound_evicts_the_least_recently_used_entry(cache_dir: Path, mo
     os.utime(first, ns=(1, 1))
     os.utime(second, ns=(2, 2))
     assert compile_scale(1.5)[1]  # a hit: now the most recently used
-    monkeypatch.setenv(native_cache.BYTES_VARIABLE, str(first.stat().st_size + second.stat().st_size))
+    monkeypatch.setenv(caches.BYTES_VARIABLE, str(first.stat().st_size + second.stat().st_size))
     compile_scale(3.5)  # a third entry: one must go, the least recently used
     assert first.exists() and not second.exists() and len(entries(cache_dir)) == 2
 
 
 def test_the_variable_disables_the_cache(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(native_cache.ENABLE_VARIABLE, "0")
-    assert native_cache.cache_directory() is None
+    monkeypatch.setenv(caches.ENABLE_VARIABLE, "0")
+    assert caches.cache_directory() is None
     compile_scale()
     assert not compile_scale()[1] and not entries(cache_dir)
 
@@ -142,8 +142,8 @@ def test_the_variable_disables_the_cache(cache_dir: Path, monkeypatch: pytest.Mo
 def test_a_size_limit_that_is_not_a_number_is_refused_naming_the_variable(
     cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(native_cache.BYTES_VARIABLE, "1G")
-    with pytest.raises(ValueError, match=native_cache.BYTES_VARIABLE):
+    monkeypatch.setenv(caches.BYTES_VARIABLE, "1G")
+    with pytest.raises(ValueError, match=caches.BYTES_VARIABLE):
         compile_scale()
 
 
@@ -160,10 +160,10 @@ def test_checked_code_is_not_kept(cache_dir: Path) -> None:
 
 
 def test_the_default_directory_is_in_helions_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(native_cache.ENABLE_VARIABLE, raising=False)
-    monkeypatch.delenv(native_cache.DIRECTORY_VARIABLE, raising=False)
+    monkeypatch.delenv(caches.ENABLE_VARIABLE, raising=False)
+    monkeypatch.delenv(caches.DIRECTORY_VARIABLE, raising=False)
     monkeypatch.setenv("HELION_CACHE_DIR", str(tmp_path))
-    assert native_cache.cache_directory() == tmp_path / "helion_mlir" / "native"
+    assert caches.cache_directory() == tmp_path / "helion_mlir"
 
 
 def test_keys_differ_by_threads_pipeline_cpu_features_and_pipeline_settings(
@@ -191,7 +191,7 @@ def _kernel_case(name: str, dtype: torch.dtype, threads: int) -> tuple[str, str,
 
 def _children(count: int, cases: Path, directory: Path, tmp_path: Path, *extra: str) -> list[Path]:
     """Run ``count`` fresh processes on ``cases`` at once; the files they wrote."""
-    env = {**os.environ, native_cache.ENABLE_VARIABLE: "1", native_cache.DIRECTORY_VARIABLE: str(directory)}
+    env = {**os.environ, caches.ENABLE_VARIABLE: "1", caches.DIRECTORY_VARIABLE: str(directory)}
     outputs = [tmp_path / f"child{i}-{len(list(tmp_path.glob('child*')))}.pt" for i in range(count)]
     running = [subprocess.Popen([sys.executable, str(CHILD), str(cases), str(o), *extra], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for o in outputs]
@@ -228,10 +228,10 @@ def test_fresh_processes_share_kept_code_parallel_single_threaded_and_bf16(
         for name, (results, _) in loaded.items():
             assert all(torch.equal(a, b) for a, b in zip(results, first[name][0])), name
             assert all(torch.equal(a, b) for a, b in zip(results, second[name][0])), name
-    assert len(entries(directory)) == 4  # three functions and the OpenMP entry points
+    assert len(entries(directory)) == 3 and len(list(directory.glob("openmp-*.entry"))) == 1  # and the entry points
     assert not list(directory.glob("*.tmp"))
-    monkeypatch.setenv(native_cache.ENABLE_VARIABLE, "1")
-    monkeypatch.setenv(native_cache.DIRECTORY_VARIABLE, str(directory))
+    monkeypatch.setenv(caches.ENABLE_VARIABLE, "1")
+    monkeypatch.setenv(caches.DIRECTORY_VARIABLE, str(directory))
     monkeypatch.setattr(tile_parallel, "MIN_PARALLEL_WORK", 0)
     clear_compile_cache()
     try:

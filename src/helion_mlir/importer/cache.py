@@ -1,11 +1,20 @@
 """The process-wide import cache, keyed on everything that determines an import's result:
 the target, the inputs' shapes, dtypes and symbols (numbered by first use), literal
-arguments and the output type."""
+arguments and the output type.
+
+Lowered ops are also kept on disk (:class:`~helion_mlir.caches.DiskCache`, kind ``op``), under
+a SHA-256 of that key rendered as text and of the versions of what lowers them
+(:func:`~helion_mlir.caches.compiler_fingerprint`), so a new process imports and lowers only
+the ops no process lowered before. Failures are not kept.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import re
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,12 +22,13 @@ import torch
 from torch import fx
 
 from ..errors import NodeNormalizationError
-from ..lru_cache import LRUCache
+from ..caches import DiskCache, LRUCache, compiler_fingerprint
 from ..output_type import OutputType
 from .normalize import (
     node_inputs,
 )
 from .input_values import SYMBOLIC_SCALARS, InputValue, TensorSpec
+from .rewrites import is_helion_full
 
 # --------------------------------------------------------------------------------------
 # Cache and statistics
@@ -70,6 +80,8 @@ class Imported:
     text: str
     results: Results
 
+
+log = logging.getLogger(__name__)
 
 # Distinct node signatures: a few hundred across all the examples, each about 0.75 KB of
 # text and 2.5 KB of key, results and objects around them.
@@ -125,6 +137,76 @@ class _ImportCache:
 
 
 IMPORT_CACHE = _ImportCache(IMPORT_CACHE_BYTES)
+
+_KEPT_OPS = DiskCache("op", durable=False)
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+
+
+def disk_key(key: tuple) -> str | None:
+    """The name of a signature's entry on disk, or None when it may not render the same in
+    another process: a target other than an ATen op or Helion's ``full``, or an object shown by
+    its address."""
+    target, *rest = key
+    if isinstance(target, torch._ops.OpOverload):
+        name = f"op {target}"
+    elif is_helion_full(target):
+        name = "helion full"
+    else:
+        return None
+    text = "\n".join([name, *map(repr, rest)])
+    if _ADDRESS.search(text):
+        return None
+    return hashlib.sha256(f"{compiler_fingerprint()}\n{text}".encode()).hexdigest()
+
+
+def _results_record(results: Results) -> Any:
+    if results is None:
+        return None
+    if isinstance(results, ResultSpec):
+        return {"shape": list(results.shape), "dtype": str(results.dtype).removeprefix("torch.")}
+    if isinstance(results, tuple):
+        return {"tuple": [_results_record(r) for r in results]}
+    raise TypeError(f"unexpected import results {results!r}")
+
+
+def _results(record: Any) -> Results:
+    if record is None:
+        return None
+    if "tuple" in record:
+        return tuple(_results(r) for r in record["tuple"])
+    dtype = getattr(torch, record["dtype"])
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{record['dtype']!r} is not a torch dtype")
+    return ResultSpec(tuple(None if d is None else int(d) for d in record["shape"]), dtype)
+
+
+def load_kept(key: tuple) -> Imported | None:
+    """The lowered op a process kept on disk for ``key``, or None."""
+    name = disk_key(key)
+    found = _KEPT_OPS.read(name) if name is not None else None
+    if found is None:
+        return None
+    header, text = found
+    try:
+        return Imported(text.decode(), _results(header["results"]))
+    except (KeyError, TypeError, ValueError) as err:
+        log.debug("op cache: entry %s could not be read (%s); lowering again", name, err)
+        return None
+
+
+def keep(imported: Iterable[tuple[tuple, Imported]]) -> None:
+    """Keep lowered ops on disk for later processes (a directory that cannot be written is
+    logged at debug level and skipped)."""
+    entries = []
+    for key, result in imported:
+        name = disk_key(key)
+        if name is not None:
+            entries.append((name, {"results": _results_record(result.results)}, result.text.encode()))
+    try:
+        _KEPT_OPS.write(entries)
+    except OSError as err:
+        log.debug("op cache: lowered ops not kept: %s", err)
+
 
 
 def import_stats() -> ImportStats:

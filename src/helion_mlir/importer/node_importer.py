@@ -58,6 +58,8 @@ from .cache import (
     ResultSpec,
     clear_import_cache,
     import_stats,
+    keep,
+    load_kept,
     signature,
 )
 from .graphs import NoDecomposition, build_recipe, result_specs
@@ -204,6 +206,8 @@ class ImportBatch:
             found = None
         else:
             found = IMPORT_CACHE.lookup(key)
+            if found is None and (found := load_kept(key)) is not None:
+                IMPORT_CACHE.store(key, found)
             if found is None:  # a miss: its graph is built now (this may raise for bad input)
                 entry = Pending(key, None, function_name(node.target), requesters=[position])
                 with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
@@ -244,12 +248,16 @@ class ImportBatch:
         if self._misses:
             with mlir_session() as (ctx, _diagnostics), ir.Location.unknown(ctx):
                 BatchLowering(self.output_type, ctx).run(list(self._misses.values()))
+            lowered = []
             for entry in self._misses.values():
                 assert entry.result is not None
                 stored = entry.result if isinstance(entry.result, Failure) else Imported(entry.result, entry.results)
                 IMPORT_CACHE.store(entry.key, stored)
+                if isinstance(stored, Imported):
+                    lowered.append((entry.key, stored))
                 for position in entry.requesters:
                     self._results[position] = stored
+            keep(lowered)
             self._misses = {}
         texts: list[str] = []
         for position, result in enumerate(self._results):

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 
 from ..errors import MLIRSyntaxError
-from ..lru_cache import LRUCache
+from ..caches import LRUCache
 from .lexer import OPENERS, Token, TokenKind, find_closing, next_significant, tokenize
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from typing import Any
 import helion
 from helion.exc import InvalidConfig
 
-from ..lru_cache import LRUCache
+from ..caches import LRUCache
 
 __all__ = ["RESOLVED_CONFIGS", "resolve_config"]
 

@@ -26,7 +26,7 @@ from torch import fx
 from torch.utils._sympy.symbol import SymT, symbol_is_type
 
 from ..errors import HelionMLIRError
-from ..lru_cache import LRUCache
+from ..caches import LRUCache
 from ..mlir_types import scalar_type_of_python, tensor_type
 from .host_values import (
     describe_origin,

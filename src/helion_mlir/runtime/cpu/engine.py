@@ -21,7 +21,7 @@ import torch
 from torch_mlir import ir
 from torch_mlir.execution_engine import ExecutionEngine
 
-from ...lru_cache import LRUCache
+from ...caches import LRUCache, cache_directory
 from ...mlir_context import mlir_session
 from ...mlir_types import PACKED_PAIR_DTYPES
 from ...output_type import OutputType
@@ -411,7 +411,7 @@ def compile_module(
     :class:`CompiledFunction`). Compiled functions are cached on the module text, function
     name and those options (the most recently used, up to
     :data:`COMPILED_FUNCTION_CACHE_BYTES` of estimated memory), so a kernel that is checked
-    many times is compiled once; unless ``HELION_MLIR_NATIVE_CACHE=0``, the code is also kept on
+    many times is compiled once; unless ``HELION_MLIR_CACHE=0``, the code is also kept on
     disk, where a compile in another process finds it (:mod:`.native_cache`; not in checked
     mode). With ``HELION_MLIR_DUMP_PIPELINE=DIR`` in the environment, the IR after
     every step of a lowering is written under ``DIR`` (:mod:`.pipelines.runner`).
@@ -495,7 +495,7 @@ def compile_module(
 def _disk_key(module_text: str, func_name: str, pipeline: Pipeline, options: PipelineOptions) -> str | None:
     """The native cache's key of a compile, or None when it is not cached on disk: the cache is
     disabled, the code calls back into Python (checked mode), or the pipeline's IR is dumped."""
-    if options.checked or os.environ.get(DUMP_ENVIRONMENT_VARIABLE) or native_cache.cache_directory() is None:
+    if options.checked or os.environ.get(DUMP_ENVIRONMENT_VARIABLE) or cache_directory() is None:
         return None
     return native_cache.entry_key(module_text, func_name, f"{pipeline.value} {options!r} {host_cpu()!r} O{JIT_OPT_LEVEL}")
 

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from ...errors import ExecutionError
-from ...lru_cache import LRUCache
+from ...caches import LRUCache
 from ...mlir_context import mlir_session
 from ...output_type import OutputType
 from ...verify import parse_module

@@ -24,7 +24,7 @@ from torch._dynamo.source import AttrSource, GetItemSource, LocalSource, TensorP
 from ...errors import ArgumentError, DataDependentValueError, HelionMLIRError
 from ...lowering.host_values import HostValue, describe_origin, evaluate_origin, imported_modules
 from ...lowering.tensor_reads import read_guards, tensor_reads
-from ...lru_cache import LRUCache
+from ...caches import LRUCache
 from .launch_checks import HostCondition
 
 __all__ = ["ArgumentChecks", "ReadGuards", "describe_value"]

@@ -27,7 +27,7 @@ from ...lowering.host_values import evaluate_origin, imported_modules
 from ...lowering.kernel_config import resolve_config
 from ...lowering.kernel_model import KernelModel
 from ...lowering.kernel_parts import ArgKind, FunctionArg
-from ...lru_cache import LRUCache
+from ...caches import LRUCache
 from ...mlir_types import PACKED_PAIR_DTYPES
 from ...output_type import OutputType
 from ..configs.cache import cached_config

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ...lru_cache import LRUCache
+from ...caches import LRUCache
 from ..cpu.engine import CompiledFunction, clear_compile_cache, compile_module
 from .protocol import CandidateModule, Signature, receive, send
 from .timing import bitwise, interleave, measure

@@ -16,7 +16,7 @@ from helion_mlir import compile_kernel
 from helion_mlir.importer import cache as torch_import
 from helion_mlir.inliner import survey
 from helion_mlir.lowering import kernel_model
-from helion_mlir.lru_cache import LRUCache
+from helion_mlir.caches import LRUCache
 from helion_mlir.runtime.cpu import engine as execute
 from helion_mlir.runtime.iree import engine as iree_engine
 from helion_mlir.runtime.kernel import compiled_kernel
