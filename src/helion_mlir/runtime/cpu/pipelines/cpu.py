@@ -43,7 +43,7 @@ of glibc's vector functions (docs/cpu-math.md).
 Bufferization writes the destination arguments in place
 (``in_place``), keeps one buffer per loop-carried tensor, computes empty tensors in their
 destination, hoists allocations out of sequential loops and puts small fixed-size ones on
-the stack.
+the stack (those of a loop body freed at the end of each iteration).
 ``scf.forall`` becomes ``scf.parallel`` and then OpenMP (``threads`` workers taking runs of
 contiguous tiles as they become free; with one thread the loops stay sequential), vector ops are lowered with
 the host's vector features, contractions as outer products (FMAs).
@@ -59,7 +59,7 @@ if it runs only under some options.
 from __future__ import annotations
 
 from ....output_type import TORCH_BACKEND_PIPELINE, OutputType
-from ..rewrites.buffer.alloca_scopes import inline_alloca_scopes
+from ..rewrites.buffer.alloca_scopes import lower_allocation_scopes
 from ..rewrites.vector.bf16_dot_products import pair_bf16_dot_products
 from ..rewrites.llvm.bf16_memory_as_i16 import move_bf16_through_memory_as_i16
 from ..rewrites.buffer.bf16_truncation import define_bf16_truncation
@@ -309,7 +309,7 @@ FAST: tuple[Step, ...] = (
         when=PARALLEL,
     ),
     optimization(schedule_tiles_dynamically, when=PARALLEL),
-    rewrite(inline_alloca_scopes, when=PARALLEL),
+    rewrite(lower_allocation_scopes),  # before the loops become blocks
     *passes("func.func(lower-vector-multi-reduction)", "func.func(convert-vector-to-scf{full-unroll=true})"),
     *_SCF_TO_CF,
     # Before the vector lowering: these passes and the libm conversion (which unrolls
