@@ -399,8 +399,26 @@ def render_blocks(data: dict[str, Any]) -> str:
               f"{k['clone_ratio']:.2f} ({k['clone_faults_in_block']:.0f}) | {100 * k['share']:.1f}% |"
               for r, k in kernels]
     lines += ["", f"Largest in block / alone: {worst['ratio']:.2f} ({worst['name']} in the {worst_row['dtype']} "
-                  f"{worst_row['name']} block).", "", *CAUSES, ""]
+                  f"{worst_row['name']} block).", *_torch_bounds(rows), "", *CAUSES, ""]
     return "\n".join(lines)
+
+
+def _torch_bounds(rows: list[dict[str, Any]]) -> list[str]:
+    """For each block slower than torch.compile's: whether its torch ops alone (the block's time
+    less its kernels' time in the block) already take longer than torch.compile's whole block."""
+    lines = []
+    for row in rows:
+        if row["compile_ratio"] <= 1:
+            continue
+        kernels_s = sum(k["in_block_s"] for k in row["kernels"])
+        torch_s = row["ours_s"] - kernels_s
+        verdict = ("longer than torch.compile's whole block: its torch ops bound it, whatever the kernels take"
+                   if torch_s > row["compiled_s"] else
+                   "less than torch.compile's whole block: the kernels' time decides")
+        lines += ["", f"The {row['dtype']} {row['name']} block is {row['compile_ratio']:.2f}x torch.compile's time: "
+                      f"its kernels take {kernels_s * 1e3:.2f} ms of its {row['ours_s'] * 1e3:.2f} ms, and its torch ops "
+                      f"the other {torch_s * 1e3:.2f} ms, {verdict} ({row['compiled_s'] * 1e3:.2f} ms)."]
+    return lines
 
 
 if __name__ == "__main__":

@@ -167,3 +167,13 @@ def test_blocks_section_sets_each_kernel_in_its_block_beside_its_time_alone() ->
     assert "| MLP | float32 | swiglu | 3.000 | 2.500 | 1.20 | 1.50 | 5632 / 0 | 1.50 (5632) | 30.0% |" in text
     assert "| loss head | bfloat16 | cross_entropy | 1.000 | 0.900 | 1.11 | 1.50 | 0 / 0 | 1.50 (0) | 10.0% |" in text
     assert "Largest in block / alone: 2.00 (rms_norm in the float32 MLP block)." in text
+    # 10 ms, of which the kernels 3.6: the torch ops' 6.4 ms are less than torch.compile's 8 ms
+    assert ("The float32 MLP block is 1.25x torch.compile's time: its kernels take 3.60 ms of its 10.00 ms, and its "
+            "torch ops the other 6.40 ms, less than torch.compile's whole block: the kernels' time decides (8.00 ms)."
+            in text)
+
+
+def test_blocks_section_says_when_the_torch_ops_alone_outlast_torch_compile() -> None:
+    row = _block_row("MLP", "float32", [("swiglu", 1.0, 0.5, 0)])
+    text = render_blocks(dict(threads=2, rounds=5, settle=0.25, rows=[row], load=1.5))
+    assert "its torch ops the other 9.00 ms, longer than torch.compile's whole block: its torch ops bound it" in text
