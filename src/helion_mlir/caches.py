@@ -164,16 +164,17 @@ def _files(directory: str, suffixes: tuple[str, ...]) -> list[str]:
 
 @functools.cache
 def compiler_fingerprint() -> str:
-    """What compiles a module, as part of a disk key (constant in a process): torch's version,
-    torch-mlir's libraries and Python code and the package's own source files, each by
-    :func:`stat_line` (an edited or reinstalled file misses)."""
+    """What compiles a module, as part of a disk key (constant in a process): a SHA-256 of
+    torch's version, torch-mlir's libraries and Python code and the package's own source files,
+    each by :func:`stat_line` (an edited or reinstalled file misses). A digest, so that keys
+    computed per op hash 64 characters of it, not the few hundred lines it covers."""
     package = os.path.dirname(os.path.abspath(__file__))
     parts = [
         torch.__version__,
         *(stat_line(p) for d in torch_mlir.__path__ for p in _files(d, (".so", ".py"))),
         *(stat_line(p) for p in _files(package, (".py",))),
     ]
-    return "\n".join(parts)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 class DiskCache:

@@ -22,7 +22,7 @@ import torch
 from torch import fx
 
 from ..errors import NodeNormalizationError
-from ..caches import DiskCache, LRUCache, compiler_fingerprint
+from ..caches import DiskCache, LRUCache, cache_directory, compiler_fingerprint
 from ..output_type import OutputType
 from .normalize import (
     node_inputs,
@@ -181,7 +181,9 @@ def _results(record: Any) -> Results:
 
 
 def load_kept(key: tuple) -> Imported | None:
-    """The lowered op a process kept on disk for ``key``, or None."""
+    """The lowered op a process kept on disk for ``key``, or None (also when the disk cache is off)."""
+    if cache_directory() is None:
+        return None
     name = disk_key(key)
     found = _KEPT_OPS.read(name) if name is not None else None
     if found is None:
@@ -197,6 +199,8 @@ def load_kept(key: tuple) -> Imported | None:
 def keep(imported: Iterable[tuple[tuple, Imported]]) -> None:
     """Keep lowered ops on disk for later processes (a directory that cannot be written is
     logged at debug level and skipped)."""
+    if cache_directory() is None:
+        return
     entries = []
     for key, result in imported:
         name = disk_key(key)
