@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -46,6 +47,7 @@ __all__ = [
     "LRUCache",
     "cache_directory",
     "compiler_fingerprint",
+    "installed_fingerprint",
     "stat_line",
 ]
 
@@ -162,16 +164,34 @@ def _files(directory: str, suffixes: tuple[str, ...]) -> list[str]:
     return sorted(found)
 
 
+def installed_fingerprint(distribution: str, package_paths: Iterable[str], suffixes: tuple[str, ...]) -> str:
+    """An installed package's identity as a key sees it: its version and, for a wheel, the
+    :func:`stat_line` of its ``RECORD`` (a reinstall rewrites it); for an editable or
+    unrecorded install, of each of its files ending with ``suffixes``. One stat for a wheel
+    instead of hundreds."""
+    try:
+        found = importlib.metadata.distribution(distribution)
+        version = found.version
+        record = found.locate_file(f"{found._path.name}/RECORD")  # type: ignore[attr-defined]
+        editable = "editable" in (found.read_text("direct_url.json") or "")
+    except (importlib.metadata.PackageNotFoundError, AttributeError):
+        version, record, editable = "unrecorded", None, True
+    if record is not None and not editable and os.path.exists(str(record)):
+        return f"{distribution} {version} {stat_line(str(record))}"
+    files = [stat_line(p) for directory in package_paths for p in _files(directory, suffixes)]
+    return "\n".join([f"{distribution} {version}", *files])
+
+
 @functools.cache
 def compiler_fingerprint() -> str:
     """What compiles a module, as part of a disk key (constant in a process): a SHA-256 of
-    torch's version, torch-mlir's libraries and Python code and the package's own source files,
-    each by :func:`stat_line` (an edited or reinstalled file misses). A digest, so that keys
-    computed per op hash 64 characters of it, not the few hundred lines it covers."""
+    torch's version, torch-mlir's install and the package's own source files (see
+    :func:`installed_fingerprint`: an edited or reinstalled file misses). A digest, so that
+    keys computed per op hash 64 characters of it, not the lines it covers."""
     package = os.path.dirname(os.path.abspath(__file__))
     parts = [
         torch.__version__,
-        *(stat_line(p) for d in torch_mlir.__path__ for p in _files(d, (".so", ".py"))),
+        installed_fingerprint("torch-mlir", torch_mlir.__path__, (".so", ".py")),
         *(stat_line(p) for p in _files(package, (".py",))),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -39,6 +39,7 @@ from ...errors import HelionMLIRError
 from ...front_end_lock import FRONT_END_LOCK, under_front_end_lock
 from ...lowering.host_values import SOURCE_MODULE, imported_modules
 from ...lowering.kernel_model import RNG_SEED_HOST_NAME
+from .host_code_cache import host_source
 
 __all__ = ["GENERATED_HOST_CODE", "HostCode", "Launch"]
 
@@ -154,7 +155,7 @@ class HostCode:
         shared compile environment, and both it and this module parse Python source."""
         with FRONT_END_LOCK:
             try:
-                source = bound.to_triton_code(config)
+                source = host_source(bound, config, lambda: bound.to_triton_code(config))
             except Exception as err:  # Helion's GPU code generator: any failure is its own
                 log.info("Helion's code generator failed (%s); running host code from the kernel source", err)
                 return cls.from_kernel_source(bound, config, rng_seeds)
