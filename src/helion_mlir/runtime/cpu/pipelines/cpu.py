@@ -32,7 +32,8 @@ so a failed check raises instead of aborting the process.
 (``transform.loop.peel``; not the inner loops of a tile grid, which stays one nest), so that
 the other tiles have static sizes; top-level tile loops
 whose tiles write disjoint slices become ``scf.forall``; f32 ``exp``/``exp2`` become polynomials; cheap elementwise ops with
-several consumers are copied into each; elementwise chains are fused;
+several consumers are copied into each; elementwise chains are fused; a peeled last tile
+is computed at its own size instead of padded to its block;
 ``acc + matmul(...)`` accumulates in place; unit dimensions are folded; a loop over column
 chunks of a multi-row tile runs once per row; linalg ops are
 tiled to register-sized pieces and vectorized, each row reduction ending in one vector
@@ -86,6 +87,7 @@ from ..rewrites.buffer.stack_buffers import promote_small_buffers_to_stack
 from ..rewrites.llvm.target_features import leave_out_cpu_features
 from ..rewrites.tensor.tile_parallel import parallelize_tile_loops
 from ..rewrites.tensor.tile_size_bounds import peel_partial_tiles
+from ..rewrites.tensor.unpadded_tiles import compute_static_tiles_unpadded
 from ..rewrites.vector.vector_math import lower_vector_math
 from ..rewrites.tensor.vectorize_tiles import vectorize_tiles
 from .module_lowering import ModuleLowering
@@ -257,6 +259,9 @@ FAST: tuple[Step, ...] = (
     optimization(compute_consumers_in_branches),  # before fusion: a branch's elementwise ops fuse into its copy
     optimization(recompute_cheap_elementwise),
     *passes("func.func(linalg-fuse-elementwise-ops)", "func.func(canonicalize)"),
+    # After fusion, which leaves one op per chain: a peeled last tile is computed at its
+    # static size instead of padded to its block (no copies in and out).
+    optimization(compute_static_tiles_unpadded),
     optimization(fold_add_into_matmul),
     *passes("func.func(linalg-fold-unit-extent-dims{use-rank-reducing-slices})", "func.func(canonicalize)"),
     optimization(process_rows_before_column_chunks),
