@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from helion_mlir import OutputType, batch, verify_module_text
+from helion_mlir import OutputType, batch, caches, verify_module_text
 from helion_mlir.cli import ops as cli_ops
 from helion_mlir.cli import run as cli_run
 from helion_mlir.cli.kernel_loading import load_module
@@ -533,3 +533,29 @@ def test_ops_of_a_kernel_lists_its_ops_and_where_each_output_type_stops(asm_file
     assert row[3:] == ["refused", "no", "[1]", "no", "[1]", "no", "[1]", "no", "[1]"]
     assert f"[1] raw, linalg-on-tensors, tosa, stablehlo: node 'inline_asm_elementwise'" in out
     assert next(line.split() for line in out.splitlines() if line.startswith("memory_ops.load"))[4:] == ["?"] * 4
+
+
+def test_cache_lists_entries_per_kind_and_clear_removes_them(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv(caches.ENABLE_VARIABLE, "1")
+    monkeypatch.setenv(caches.DIRECTORY_VARIABLE, str(tmp_path))
+    caches.DiskCache("op", durable=False).write([("a" * 64, {}, b"x" * 100), ("b" * 64, {}, b"y")])
+    caches.DiskCache("host", durable=False).write([("c" * 64, {}, b"z" * 2048)])
+    (tmp_path / ".op-left-by-a-dead-writer.tmp").write_bytes(b"partial")
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert f"directory: {tmp_path}" in out
+    assert re.search(r"host\s+1 entries .*Helion's host code", out)
+    assert re.search(r"op\s+2 entries .*lowered ATen ops", out)
+    assert main(["cache", "--clear"]) == 0
+    assert "removed 3 entries" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cache_says_when_it_is_off_and_refuses_a_size_limit_that_is_not_a_number(monkeypatch, capsys) -> None:
+    monkeypatch.setenv(caches.ENABLE_VARIABLE, "0")
+    assert main(["cache"]) == 0
+    assert "the disk cache is off (HELION_MLIR_CACHE=0)" in capsys.readouterr().out
+    monkeypatch.setenv(caches.BYTES_VARIABLE, "1 GiB")
+    assert main(["cache", "--clear"]) == 2
+    err = capsys.readouterr().err
+    assert "HELION_MLIR_CACHE_BYTES='1 GiB'" in err and "next:" in err

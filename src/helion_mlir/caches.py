@@ -46,8 +46,11 @@ __all__ = [
     "DiskCache",
     "LRUCache",
     "cache_directory",
+    "clear_disk_cache",
+    "disk_cache_usage",
     "compiler_fingerprint",
     "installed_fingerprint",
+    "size_limit",
     "stat_line",
 ]
 
@@ -142,7 +145,8 @@ def cache_directory() -> Path | None:
     return get_helion_cache_dir() / "helion_mlir"
 
 
-def _limit() -> int:
+def size_limit() -> int:
+    """The directory's size bound in bytes (``HELION_MLIR_CACHE_BYTES``, 1 GiB by default)."""
     given = os.environ.get(BYTES_VARIABLE, "").strip()
     try:
         return int(given) if given else DEFAULT_BYTES
@@ -239,11 +243,36 @@ class DiskCache:
         directory = cache_directory()
         if directory is None:
             return
-        limit = _limit()
+        limit = size_limit()
         directory.mkdir(parents=True, exist_ok=True)
         for key, header, payload in entries:
             _replace(self.path(directory, key), _entry_bytes({**header, "key": key}, payload), durable=self.durable)
         _evict(directory, limit)
+
+
+def disk_cache_usage(directory: Path) -> dict[str, tuple[int, int]]:
+    """Entries and bytes per kind (``native``, ``op``, ``host``, ...) in ``directory``."""
+    usage: dict[str, tuple[int, int]] = {}
+    for path in directory.glob(f"*{_SUFFIX}") if directory.is_dir() else ():
+        kind = path.name.split("-", 1)[0]
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        count, total = usage.get(kind, (0, 0))
+        usage[kind] = (count + 1, total + size)
+    return usage
+
+
+def clear_disk_cache(directory: Path) -> int:
+    """Remove every entry (and temporary file) in ``directory``; returns how many entries went.
+    Safe beside running processes: a removed entry is a miss for them."""
+    removed = 0
+    for path in list(directory.iterdir()) if directory.is_dir() else ():
+        if path.name.endswith(_SUFFIX) or path.name.endswith(".tmp"):
+            path.unlink(missing_ok=True)
+            removed += path.name.endswith(_SUFFIX)
+    return removed
 
 
 def _entry_bytes(header: dict[str, object], payload: bytes) -> bytes:

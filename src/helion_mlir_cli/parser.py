@@ -154,6 +154,7 @@ examples:
   helion-mlir tune examples/matmul.py --args 'f32[1024,1024], f32[1024,1024]'
   helion-mlir ops examples/add.py
   helion-mlir pipeline
+  helion-mlir cache
 
 exit status: 0 success, 1 a kernel failed, 2 bad usage.
 Run 'helion-mlir COMMAND --help' for a command's options and the --args syntax.
@@ -313,4 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
     pipeline.add_argument("--threads", type=int, help="OpenMP workers (default: torch's thread count)")
     pipeline.add_argument("--checked", action="store_true",
                           help="the plain pipeline with run-time checks of every memory access")
+
+    cache = commands.add_parser("cache", help="show what the disk cache holds, or clear it", parents=[common],
+                                description="Show the disk cache's directory and its entries per kind (compiled "
+                                            "code, lowered ATen ops, Helion's host code), or remove them all. "
+                                            "HELION_MLIR_CACHE=0 turns the cache off, HELION_MLIR_CACHE_DIR moves "
+                                            "it, HELION_MLIR_CACHE_BYTES bounds it.")
+    cache.add_argument("--clear", action="store_true", help="remove every entry (running processes then miss)")
     return parser

@@ -16,6 +16,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
+from .cache import cache_command
 from .check import check_command
 from .common import CommandError
 from .emit import emit_command
@@ -33,6 +34,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ops": ops_command,
     "pipeline": pipeline_command,
     "tune": tune_command,
+    "cache": cache_command,
 }
 
 
