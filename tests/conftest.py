@@ -129,6 +129,17 @@ def _private_autotune_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterato
         yield
 
 
+@pytest.fixture
+def disk_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The disk cache on (the suite runs with it off), in an empty directory of the test's
+    own, under its default size bound. The tests that use it clear their memory caches."""
+    directory = tmp_path / "disk-cache"
+    monkeypatch.setenv(caches.ENABLE_VARIABLE, "1")
+    monkeypatch.setenv(caches.DIRECTORY_VARIABLE, str(directory))
+    monkeypatch.delenv(caches.BYTES_VARIABLE, raising=False)
+    return directory
+
+
 @pytest.fixture(scope="module")
 def parallel_even_when_small() -> Iterator[None]:
     """Tile loops run in parallel whenever that is legal, however small the inputs, so

@@ -6,13 +6,14 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from pathlib import Path
 
 import helion
 import pytest
 import torch
 from examples_util import load_example_by_name
 
-from helion_mlir import compile_kernel
+from helion_mlir import caches, compile_kernel
 from helion_mlir.importer import cache as torch_import
 from helion_mlir.inliner import survey
 from helion_mlir.lowering import kernel_model
@@ -114,3 +115,38 @@ def test_compiling_many_configs_keeps_only_the_budget_of_compiled_code_alive(mon
     assert alive == cached and 3 <= len(alive) <= budget // execute.engine_bytes(0)
     assert execute._CACHE.weight <= budget and compiled_kernel._CACHE.weight <= budget
     assert len(kernel_model._CODEGEN_GRAPHS[bound.host_function.device_ir]) <= kernel_model.CODEGEN_GRAPH_CONFIGS
+
+
+def _install(site: Path, name: str, *, editable: bool) -> Path:
+    """A package ``name`` installed into ``site`` (its module file and its dist-info)."""
+    package = site / name
+    package.mkdir()
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    info = site / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "RECORD").write_text(f"{name}/__init__.py,sha256=one,10\n")
+    if editable:
+        (info / "direct_url.json").write_text('{"dir_info": {"editable": true}, "url": "file:///src"}')
+    return package
+
+
+def test_a_wheel_is_fingerprinted_by_its_record_and_an_editable_install_by_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    wheel, editable = _install(tmp_path, "wheel_pkg", editable=False), _install(tmp_path, "editable_pkg", editable=True)
+
+    def fingerprints() -> tuple[str, str]:
+        return (caches.installed_fingerprint("wheel_pkg", [str(wheel)], (".py",)),
+                caches.installed_fingerprint("editable_pkg", [str(editable)], (".py",)))
+
+    before = fingerprints()
+    assert before[0].startswith("wheel_pkg 1.0 ") and "__init__.py" in before[1]
+    for package in (wheel, editable):
+        (package / "__init__.py").write_text("VALUE = 22\n")  # edited in place
+    edited = fingerprints()
+    assert edited[0] == before[0] and edited[1] != before[1]
+    (tmp_path / "wheel_pkg-1.0.dist-info" / "RECORD").write_text("wheel_pkg/__init__.py,sha256=two,11\n")  # reinstalled
+    assert fingerprints()[0] != before[0]
+    assert caches.installed_fingerprint("not_installed", [str(wheel)], (".py",)).startswith("not_installed unrecorded")

@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from helion_mlir import OutputType, batch, caches, verify_module_text
 from helion_mlir.cli import ops as cli_ops
@@ -531,13 +530,12 @@ def test_ops_of_a_kernel_lists_its_ops_and_where_each_output_type_stops(asm_file
     out = capsys.readouterr().out
     row = next(line.split() for line in out.splitlines() if line.startswith("inline_asm_ops."))
     assert row[3:] == ["refused", "no", "[1]", "no", "[1]", "no", "[1]", "no", "[1]"]
-    assert f"[1] raw, linalg-on-tensors, tosa, stablehlo: node 'inline_asm_elementwise'" in out
+    assert "[1] raw, linalg-on-tensors, tosa, stablehlo: node 'inline_asm_elementwise'" in out
     assert next(line.split() for line in out.splitlines() if line.startswith("memory_ops.load"))[4:] == ["?"] * 4
 
 
-def test_cache_lists_entries_per_kind_and_clear_removes_them(tmp_path: Path, monkeypatch, capsys) -> None:
-    monkeypatch.setenv(caches.ENABLE_VARIABLE, "1")
-    monkeypatch.setenv(caches.DIRECTORY_VARIABLE, str(tmp_path))
+def test_cache_lists_entries_per_kind_and_clear_removes_them(disk_cache_dir: Path, capsys) -> None:
+    tmp_path = disk_cache_dir
     caches.DiskCache("op", durable=False).write([("a" * 64, {}, b"x" * 100), ("b" * 64, {}, b"y")])
     caches.DiskCache("host", durable=False).write([("c" * 64, {}, b"z" * 2048)])
     (tmp_path / ".op-left-by-a-dead-writer.tmp").write_bytes(b"partial")

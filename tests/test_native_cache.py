@@ -42,14 +42,10 @@ X = torch.linspace(-2, 2, 37)
 
 
 @pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def cache_dir(disk_cache_dir: Path) -> Iterator[Path]:
     """The native cache on, in a directory of the test's own, the memory caches empty."""
-    directory = tmp_path / "native"
-    monkeypatch.setenv(caches.ENABLE_VARIABLE, "1")
-    monkeypatch.setenv(caches.DIRECTORY_VARIABLE, str(directory))
-    monkeypatch.delenv(caches.BYTES_VARIABLE, raising=False)
     clear_kernel_cache()
-    yield directory
+    yield disk_cache_dir
     clear_kernel_cache()
 
 

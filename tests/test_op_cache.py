@@ -25,12 +25,10 @@ aten = torch.ops.aten
 
 
 @pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def cache_dir(disk_cache_dir: Path) -> Iterator[Path]:
     """The disk cache on, in a directory of the test's own; the memory cache of imports empty."""
-    monkeypatch.setenv(caches.ENABLE_VARIABLE, "1")
-    monkeypatch.setenv(caches.DIRECTORY_VARIABLE, str(tmp_path))
     clear_import_cache()
-    yield tmp_path
+    yield disk_cache_dir
     clear_import_cache()
 
 

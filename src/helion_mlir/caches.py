@@ -169,19 +169,19 @@ def _files(directory: str, suffixes: tuple[str, ...]) -> list[str]:
 
 
 def installed_fingerprint(distribution: str, package_paths: Iterable[str], suffixes: tuple[str, ...]) -> str:
-    """An installed package's identity as a key sees it: its version and, for a wheel, the
-    :func:`stat_line` of its ``RECORD`` (a reinstall rewrites it); for an editable or
-    unrecorded install, of each of its files ending with ``suffixes``. One stat for a wheel
-    instead of hundreds."""
+    """An installed package's identity as a key sees it. A wheel: its version and a SHA-256 of
+    its ``RECORD`` (every file's hash, rewritten by each install), one read instead of
+    hundreds of stats; a file edited in place without reinstalling is not noticed (clear the
+    cache: ``helion-mlir cache --clear``). An editable or unrecorded install (a checkout being
+    edited): the :func:`stat_line` of each of its files ending with ``suffixes``."""
     try:
         found = importlib.metadata.distribution(distribution)
-        version = found.version
-        record = found.locate_file(f"{found._path.name}/RECORD")  # type: ignore[attr-defined]
+        version, record = found.version, found.read_text("RECORD")
         editable = "editable" in (found.read_text("direct_url.json") or "")
-    except (importlib.metadata.PackageNotFoundError, AttributeError):
+    except importlib.metadata.PackageNotFoundError:
         version, record, editable = "unrecorded", None, True
-    if record is not None and not editable and os.path.exists(str(record)):
-        return f"{distribution} {version} {stat_line(str(record))}"
+    if record and not editable:
+        return f"{distribution} {version} {hashlib.sha256(record.encode()).hexdigest()}"
     files = [stat_line(p) for directory in package_paths for p in _files(directory, suffixes)]
     return "\n".join([f"{distribution} {version}", *files])
 
@@ -189,8 +189,8 @@ def installed_fingerprint(distribution: str, package_paths: Iterable[str], suffi
 @functools.cache
 def compiler_fingerprint() -> str:
     """What compiles a module, as part of a disk key (constant in a process): a SHA-256 of
-    torch's version, torch-mlir's install and the package's own source files (see
-    :func:`installed_fingerprint`: an edited or reinstalled file misses). A digest, so that
+    torch's version, torch-mlir's install (:func:`installed_fingerprint`: a reinstall misses)
+    and the package's own source files (an edited file misses). A digest, so that
     keys computed per op hash 64 characters of it, not the lines it covers."""
     package = os.path.dirname(os.path.abspath(__file__))
     parts = [
@@ -269,9 +269,11 @@ def clear_disk_cache(directory: Path) -> int:
     Safe beside running processes: a removed entry is a miss for them."""
     removed = 0
     for path in list(directory.iterdir()) if directory.is_dir() else ():
-        if path.name.endswith(_SUFFIX) or path.name.endswith(".tmp"):
+        if path.name.endswith(_SUFFIX):
             path.unlink(missing_ok=True)
-            removed += path.name.endswith(_SUFFIX)
+            removed += 1
+        elif path.name.endswith(".tmp"):
+            path.unlink(missing_ok=True)
     return removed
 
 

@@ -86,13 +86,10 @@ def _key(bound: Any, config: Any) -> str | None:
 
 
 def _printed(bound: Any) -> str:
-    try:
-        return _PRINTED[bound]
-    except KeyError:
+    printed = _PRINTED.get(bound)
+    if printed is None:
         printed = _PRINTED[bound] = bound._debug_str()
-        return printed
-    except TypeError:  # not weakly referable
-        return bound._debug_str()
+    return printed
 
 
 @functools.cache
